@@ -1,0 +1,133 @@
+import forge from 'node-forge';
+
+export interface KeyPairPem {
+  certPem: string;
+  keyPem: string;
+}
+
+export interface CertificateOptions {
+  commonName: string;
+  /** lifetime in seconds */
+  validitySeconds: number;
+  keyBits: number;
+  now?: Date;
+}
+
+export interface LeafOptions extends CertificateOptions {
+  dnsNames?: string[];
+  ipAddresses?: string[];
+  organizations?: string[];
+  usage: 'server' | 'client' | 'both';
+}
+
+/** Certificates start this far in the past so a peer whose clock lags still accepts them. */
+export const CLOCK_SKEW_ALLOWANCE_SECONDS = 300;
+
+function generateKeyPair(bits: number): Promise<forge.pki.rsa.KeyPair> {
+  // forge hands this to Node's native crypto when called with a callback: no event-loop stall
+  return new Promise((resolve, reject) => {
+    forge.pki.rsa.generateKeyPair({ bits, e: 0x10001 }, (err, keys) => (err ? reject(err) : resolve(keys)));
+  });
+}
+
+function randomSerial(): string {
+  // positive 128-bit serial: the high bit of the first byte cleared
+  const bytes = forge.random.getBytesSync(16);
+  const first = (bytes.charCodeAt(0) & 0x7f) | 0x01;
+  return forge.util.bytesToHex(String.fromCharCode(first) + bytes.slice(1));
+}
+
+function validity(cert: forge.pki.Certificate, opts: CertificateOptions): void {
+  const now = opts.now ?? new Date();
+  cert.validity.notBefore = new Date(now.getTime() - CLOCK_SKEW_ALLOWANCE_SECONDS * 1000);
+  cert.validity.notAfter = new Date(now.getTime() + opts.validitySeconds * 1000);
+}
+
+export async function createCertificateAuthority(opts: CertificateOptions): Promise<KeyPairPem> {
+  const keys = await generateKeyPair(opts.keyBits);
+  const cert = forge.pki.createCertificate();
+  cert.publicKey = keys.publicKey;
+  cert.serialNumber = randomSerial();
+  validity(cert, opts);
+  const subject = [{ name: 'commonName', value: opts.commonName }];
+  cert.setSubject(subject);
+  cert.setIssuer(subject);
+  cert.setExtensions([
+    { name: 'basicConstraints', cA: true, critical: true },
+    { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
+    { name: 'subjectKeyIdentifier' },
+  ]);
+  cert.sign(keys.privateKey, forge.md.sha256.create());
+  return { certPem: forge.pki.certificateToPem(cert), keyPem: forge.pki.privateKeyToPem(keys.privateKey) };
+}
+
+export async function createSignedCertificate(ca: KeyPairPem, opts: LeafOptions): Promise<KeyPairPem> {
+  const caCert = forge.pki.certificateFromPem(ca.certPem);
+  const caKey = forge.pki.privateKeyFromPem(ca.keyPem);
+  const keys = await generateKeyPair(opts.keyBits);
+  const cert = forge.pki.createCertificate();
+  cert.publicKey = keys.publicKey;
+  cert.serialNumber = randomSerial();
+  validity(cert, opts);
+  const subject: forge.pki.CertificateField[] = [{ name: 'commonName', value: opts.commonName }];
+  for (const org of opts.organizations ?? []) subject.push({ name: 'organizationName', value: org });
+  cert.setSubject(subject);
+  cert.setIssuer(caCert.subject.attributes);
+  const altNames = [
+    ...(opts.dnsNames ?? []).map((value) => ({ type: 2, value })),
+    ...(opts.ipAddresses ?? []).map((ip) => ({ type: 7, ip })),
+  ];
+  const extensions: object[] = [
+    { name: 'basicConstraints', cA: false, critical: true },
+    { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
+    {
+      name: 'extKeyUsage',
+      serverAuth: opts.usage !== 'client',
+      clientAuth: opts.usage !== 'server',
+    },
+    { name: 'subjectKeyIdentifier' },
+    { name: 'authorityKeyIdentifier', keyIdentifier: caCert.generateSubjectKeyIdentifier().getBytes() },
+  ];
+  if (altNames.length > 0) extensions.push({ name: 'subjectAltName', altNames });
+  cert.setExtensions(extensions);
+  cert.sign(caKey, forge.md.sha256.create());
+  return { certPem: forge.pki.certificateToPem(cert), keyPem: forge.pki.privateKeyToPem(keys.privateKey) };
+}
+
+export interface CertificateInfo {
+  subject: string;
+  issuer: string;
+  notBefore: Date;
+  notAfter: Date;
+  dnsNames: string[];
+  ipAddresses: string[];
+  isCA: boolean;
+}
+
+/** Reads the facts of the first certificate in a PEM; throws with a reason when it is not one. */
+export function certificateInfo(pem: string): CertificateInfo {
+  const cert = forge.pki.certificateFromPem(pem);
+  const san = cert.getExtension('subjectAltName') as { altNames?: { type: number; value?: string; ip?: string }[] } | null;
+  const basic = cert.getExtension('basicConstraints') as { cA?: boolean } | null;
+  const cn = (attrs: forge.pki.CertificateField[]): string =>
+    String(attrs.find((a) => a.name === 'commonName')?.value ?? '');
+  return {
+    subject: cn(cert.subject.attributes),
+    issuer: cn(cert.issuer.attributes),
+    notBefore: cert.validity.notBefore,
+    notAfter: cert.validity.notAfter,
+    dnsNames: (san?.altNames ?? []).filter((n) => n.type === 2).map((n) => String(n.value)),
+    ipAddresses: (san?.altNames ?? []).filter((n) => n.type === 7).map((n) => String(n.ip)),
+    isCA: basic?.cA === true,
+  };
+}
+
+/** True when `leafPem` was signed by the key of `caPem`. */
+export function isSignedBy(leafPem: string, caPem: string): boolean {
+  try {
+    const ca = forge.pki.certificateFromPem(caPem);
+    return ca.verify(forge.pki.certificateFromPem(leafPem));
+  } catch {
+    return false;
+  }
+}
