@@ -1,0 +1,119 @@
+export const ADMISSION_API_VERSION = 'admission.k8s.io/v1';
+export const ADMISSION_REVIEW_KIND = 'AdmissionReview';
+
+export interface GroupVersionKind {
+  group: string;
+  version: string;
+  kind: string;
+}
+
+export interface GroupVersionResource {
+  group: string;
+  version: string;
+  resource: string;
+}
+
+export type AdmissionOperation = 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT';
+
+export interface AdmissionUserInfo {
+  username?: string;
+  uid?: string;
+  groups?: string[];
+  extra?: Record<string, string[]>;
+}
+
+export interface AdmissionRequest {
+  uid: string;
+  kind: GroupVersionKind;
+  resource: GroupVersionResource;
+  subResource?: string;
+  requestKind?: GroupVersionKind;
+  requestResource?: GroupVersionResource;
+  requestSubResource?: string;
+  name?: string;
+  namespace?: string;
+  operation: AdmissionOperation;
+  userInfo?: AdmissionUserInfo;
+  /** The object as the API server decoded it; null or absent for DELETE and CONNECT. */
+  object?: unknown;
+  oldObject?: unknown;
+  dryRun?: boolean;
+  options?: unknown;
+}
+
+export interface AdmissionStatus {
+  code?: number;
+  message?: string;
+  reason?: string;
+}
+
+export interface AdmissionResponse {
+  uid: string;
+  allowed: boolean;
+  status?: AdmissionStatus;
+  patchType?: 'JSONPatch';
+  /** base64 of the JSON Patch document. */
+  patch?: string;
+  auditAnnotations?: Record<string, string>;
+  warnings?: string[];
+}
+
+export interface AdmissionReview {
+  apiVersion: typeof ADMISSION_API_VERSION;
+  kind: typeof ADMISSION_REVIEW_KIND;
+  request?: AdmissionRequest;
+  response?: AdmissionResponse;
+}
+
+export type ParsedAdmissionReview = { ok: true; review: AdmissionReview } | { ok: false; reason: string };
+
+const OPERATIONS: readonly string[] = ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'] satisfies AdmissionOperation[];
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function shown(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'string') return JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value);
+  return `a ${typeof value}`;
+}
+
+function groupVersionKindProblem(field: string, value: unknown): string | undefined {
+  if (!isRecord(value)) return `${field}: expected an object {group, version, kind}, got ${shown(value)}`;
+  for (const part of ['group', 'version', 'kind'] as const) {
+    if (typeof value[part] !== 'string') return `${field}.${part}: expected a string, got ${shown(value[part])}`;
+  }
+  return undefined;
+}
+
+/**
+ * Checks an incoming body before it is trusted as an AdmissionReview. Only what the
+ * handler relies on is checked; the rest is taken as the API server sent it.
+ */
+export function parseAdmissionReview(body: unknown): ParsedAdmissionReview {
+  if (!isRecord(body)) return { ok: false, reason: `body: expected an AdmissionReview object, got ${shown(body)}` };
+  if (body.apiVersion !== ADMISSION_API_VERSION) {
+    return { ok: false, reason: `apiVersion: expected "${ADMISSION_API_VERSION}", got ${shown(body.apiVersion)}` };
+  }
+  if (body.kind !== ADMISSION_REVIEW_KIND) {
+    return { ok: false, reason: `kind: expected "${ADMISSION_REVIEW_KIND}", got ${shown(body.kind)}` };
+  }
+  const request = body.request;
+  if (!isRecord(request)) return { ok: false, reason: `request: expected an object, got ${shown(request)}` };
+  if (typeof request.uid !== 'string' || request.uid === '') {
+    return { ok: false, reason: `request.uid: expected a non-empty string, got ${shown(request.uid)}` };
+  }
+  const kindProblem = groupVersionKindProblem('request.kind', request.kind);
+  if (kindProblem) return { ok: false, reason: kindProblem };
+  if (typeof request.operation !== 'string' || !OPERATIONS.includes(request.operation)) {
+    return {
+      ok: false,
+      reason: `request.operation: expected one of ${OPERATIONS.join(', ')}, got ${shown(request.operation)}`,
+    };
+  }
+  // The checks above cover every field the handler reads without a guard.
+  return { ok: true, review: body as unknown as AdmissionReview };
+}

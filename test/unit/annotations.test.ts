@@ -1,0 +1,290 @@
+import { describe, expect, it } from 'vitest';
+import type { V1ObjectMeta, V1PodTemplateSpec, V1Volume } from '@kubernetes/client-node';
+import {
+  ABSENT,
+  ANNOTATION_SEGMENT,
+  annotationChanges,
+  annotationKey,
+  annotationTarget,
+  desiredAnnotations,
+  IGNORE_CONFIGMAPS_ANNOTATION,
+  IGNORE_SECRETS_ANNOTATION,
+  isRollguardAnnotation,
+  withDesiredAnnotations,
+  type DesiredAnnotation,
+  type ObjectVersion,
+  type VersionLookup,
+} from '../../src/restarter/annotations.js';
+import type { ObjectKind } from '../../src/restarter/references.js';
+
+// A DNS-1123 subdomain (what ConfigMap and Secret names are) of exactly `length` characters.
+function longName(length: number, last = 'z'): string {
+  return 'payments-config.v2-'.repeat(14).slice(0, length - 1) + last;
+}
+
+function segmentOf(key: string): string {
+  return key.slice(key.indexOf('/') + 1);
+}
+
+describe('annotationKey', () => {
+  it.each([
+    { kind: 'ConfigMap' as const, name: 'db-config', want: 'configmap.rollguard.io/db-config' },
+    { kind: 'Secret' as const, name: 'db-tls', want: 'secret.rollguard.io/db-tls' },
+    { kind: 'ConfigMap' as const, name: 'app.example.com', want: 'configmap.rollguard.io/app.example.com' },
+    { kind: 'Secret' as const, name: 'x', want: 'secret.rollguard.io/x' },
+    { kind: 'ConfigMap' as const, name: 'c'.repeat(63), want: `configmap.rollguard.io/${'c'.repeat(63)}` },
+  ])('keeps a name that is a valid segment: $name', ({ kind, name, want }) => {
+    expect(annotationKey(kind, name)).toBe(want);
+  });
+
+  const shortened = [
+    { why: '64 characters', name: 'c'.repeat(64) },
+    { why: '253 characters, the longest object name', name: longName(253) },
+    { why: '253 characters, differing only in the last character', name: longName(253, 'y') },
+    { why: 'dots and dashes', name: `${'web-config.'.repeat(8)}v2` },
+    { why: 'starting with a character a segment cannot start with', name: '.hidden-config' },
+    { why: 'containing characters a segment cannot hold', name: 'team/config:v1' },
+    { why: 'nothing usable for the readable part', name: '-'.repeat(80) },
+  ];
+
+  it.each(shortened)('shortens a name with $why to a valid, hashed segment', ({ name }) => {
+    for (const kind of ['ConfigMap', 'Secret'] as const) {
+      const key = annotationKey(kind, name);
+      const segment = segmentOf(key);
+      expect(segment.length).toBeLessThanOrEqual(63);
+      expect(segment).toMatch(ANNOTATION_SEGMENT);
+      // the "_" keeps it apart from every real object name, which cannot contain one
+      expect(segment).toContain('_');
+      expect(annotationKey(kind, name)).toBe(key);
+    }
+  });
+
+  it('keeps the start of a long name readable', () => {
+    const segment = segmentOf(annotationKey('ConfigMap', `payments-service-settings-${'x'.repeat(60)}`));
+    expect(segment.startsWith('payments-service-settings-')).toBe(true);
+  });
+
+  it('gives distinct keys to long names that share their whole readable prefix', () => {
+    const base = longName(252);
+    const names = [...'abcdefghijklmnopqrstuvwxyz0123456789'].map((c) => `${base}${c}`);
+    const keys = new Set(names.map((name) => annotationKey('Secret', name)));
+    expect(keys.size).toBe(names.length);
+  });
+
+  it('is deterministic across calls (same name, same key)', () => {
+    const name = longName(200);
+    const keys = Array.from({ length: 5 }, () => annotationKey('ConfigMap', name));
+    expect(new Set(keys).size).toBe(1);
+  });
+
+  it('produces a valid segment for every name length from 1 to 253', () => {
+    for (let length = 1; length <= 253; length++) {
+      const segment = segmentOf(annotationKey('ConfigMap', longName(length)));
+      expect(segment.length, `name of ${length} characters`).toBeLessThanOrEqual(63);
+      expect(segment, `name of ${length} characters`).toMatch(ANNOTATION_SEGMENT);
+    }
+  });
+});
+
+describe('isRollguardAnnotation and annotationTarget', () => {
+  it.each([
+    { key: 'configmap.rollguard.io/db-config', rollguard: true, target: { kind: 'ConfigMap', name: 'db-config' } },
+    { key: 'secret.rollguard.io/db-tls', rollguard: true, target: { kind: 'Secret', name: 'db-tls' } },
+    { key: annotationKey('Secret', longName(100)), rollguard: true, target: { kind: 'Secret' } },
+    { key: 'configmap.rollguard.io/', rollguard: false, target: undefined },
+    { key: 'rollguard.io/enabled', rollguard: false, target: undefined },
+    { key: 'rollguard.io/ignore-configmaps', rollguard: false, target: undefined },
+    { key: 'example.com/configmap.rollguard.io/x', rollguard: false, target: undefined },
+    { key: 'kubectl.kubernetes.io/restartedAt', rollguard: false, target: undefined },
+  ])('$key', ({ key, rollguard, target }) => {
+    expect(isRollguardAnnotation(key)).toBe(rollguard);
+    expect(annotationTarget(key)).toEqual(target);
+  });
+});
+
+type Store = Partial<Record<`${ObjectKind}/${string}/${string}`, ObjectVersion>>;
+
+function lookupFrom(store: Store): VersionLookup {
+  return (kind, namespace, name) => store[`${kind}/${namespace}/${name}`];
+}
+
+function statefulSet(volumes: V1Volume[], metadata: V1ObjectMeta = {}): { metadata: V1ObjectMeta; spec: { template: V1PodTemplateSpec } } {
+  return {
+    metadata: { name: 'db', namespace: 'shop', ...metadata },
+    spec: { template: { spec: { containers: [{ name: 'db' }], volumes } } },
+  };
+}
+
+const version = (uid: string, resourceVersion: string, ignored = false): ObjectVersion => ({ uid, resourceVersion, ignored });
+
+describe('desiredAnnotations', () => {
+  const store: Store = {
+    'ConfigMap/shop/db-config': version('u-1', '100'),
+    'Secret/shop/db-tls': version('u-2', '200'),
+    'ConfigMap/shop/ca-bundle': version('u-3', '300', true),
+    'Secret/shop/shared': version('u-4', '400'),
+    'ConfigMap/shop/shared': version('u-5', '500'),
+    'ConfigMap/other/only-elsewhere': version('u-6', '600'),
+  };
+  const lookup = lookupFrom(store);
+  const long = longName(120);
+
+  const cases: { name: string; set: ReturnType<typeof statefulSet>; want: Omit<DesiredAnnotation, 'key'>[] }[] = [
+    {
+      name: 'existing objects: uid/resourceVersion',
+      set: statefulSet([
+        { name: 'c', configMap: { name: 'db-config' } },
+        { name: 's', secret: { secretName: 'db-tls' } },
+      ]),
+      want: [
+        { kind: 'ConfigMap', name: 'db-config', value: 'u-1/100' },
+        { kind: 'Secret', name: 'db-tls', value: 'u-2/200' },
+      ],
+    },
+    {
+      name: 'a missing object is absent',
+      set: statefulSet([{ name: 'c', configMap: { name: 'not-yet' } }]),
+      want: [{ kind: 'ConfigMap', name: 'not-yet', value: ABSENT }],
+    },
+    {
+      name: 'a missing optional object is absent too',
+      set: statefulSet([{ name: 's', secret: { secretName: 'maybe', optional: true } }]),
+      want: [{ kind: 'Secret', name: 'maybe', value: ABSENT }],
+    },
+    {
+      name: 'an object in another namespace does not count',
+      set: statefulSet([{ name: 'c', configMap: { name: 'only-elsewhere' } }]),
+      want: [{ kind: 'ConfigMap', name: 'only-elsewhere', value: ABSENT }],
+    },
+    {
+      name: 'an object labelled rollguard.io/ignore is not tracked',
+      set: statefulSet([
+        { name: 'ca', configMap: { name: 'ca-bundle' } },
+        { name: 'c', configMap: { name: 'db-config' } },
+      ]),
+      want: [{ kind: 'ConfigMap', name: 'db-config', value: 'u-1/100' }],
+    },
+    {
+      name: 'ignore annotations: names trimmed, per kind',
+      set: statefulSet(
+        [
+          { name: 'c', configMap: { name: 'db-config' } },
+          { name: 'cs', configMap: { name: 'shared' } },
+          { name: 'ss', secret: { secretName: 'shared' } },
+          { name: 's', secret: { secretName: 'db-tls' } },
+        ],
+        { annotations: { [IGNORE_CONFIGMAPS_ANNOTATION]: ' shared , ,db-config ', [IGNORE_SECRETS_ANNOTATION]: 'other' } },
+      ),
+      want: [
+        { kind: 'Secret', name: 'db-tls', value: 'u-2/200' },
+        { kind: 'Secret', name: 'shared', value: 'u-4/400' },
+      ],
+    },
+    {
+      name: 'a long name gets its shortened key',
+      set: statefulSet([{ name: 'c', configMap: { name: long } }]),
+      want: [{ kind: 'ConfigMap', name: long, value: ABSENT }],
+    },
+    { name: 'no references', set: statefulSet([]), want: [] },
+  ];
+
+  it.each(cases)('$name', ({ set, want }) => {
+    expect(desiredAnnotations(set, lookup)).toEqual(want.map((w) => ({ ...w, key: annotationKey(w.kind, w.name) })));
+  });
+
+  it('asks the lookup in the set namespace', () => {
+    const asked: string[] = [];
+    desiredAnnotations(statefulSet([{ name: 'c', configMap: { name: 'db-config' } }], { namespace: 'team-a' }), (kind, namespace, name) => {
+      asked.push(`${kind}/${namespace}/${name}`);
+      return undefined;
+    });
+    expect(asked).toEqual(['ConfigMap/team-a/db-config']);
+  });
+
+  it('tracks nothing for a set without spec', () => {
+    expect(desiredAnnotations({ metadata: { namespace: 'shop' } }, lookup)).toEqual([]);
+  });
+});
+
+const desired = (kind: ObjectKind, name: string, value: string): DesiredAnnotation => ({
+  key: annotationKey(kind, name),
+  kind,
+  name,
+  value,
+});
+
+describe('withDesiredAnnotations and annotationChanges', () => {
+  const longStale = annotationKey('Secret', longName(90));
+  const cases: {
+    name: string;
+    current: Record<string, string> | undefined;
+    desired: DesiredAnnotation[];
+    want: Record<string, string>;
+    changes: { key: string; kind?: ObjectKind; name?: string; from?: string; to?: string }[];
+  }[] = [
+    {
+      name: 'no annotations yet',
+      current: undefined,
+      desired: [desired('ConfigMap', 'db-config', 'u-1/1')],
+      want: { 'configmap.rollguard.io/db-config': 'u-1/1' },
+      changes: [{ key: 'configmap.rollguard.io/db-config', kind: 'ConfigMap', name: 'db-config', to: 'u-1/1' }],
+    },
+    {
+      name: 'nothing to track, nothing there',
+      current: { 'prometheus.io/scrape': 'true' },
+      desired: [],
+      want: { 'prometheus.io/scrape': 'true' },
+      changes: [],
+    },
+    {
+      name: 'up to date',
+      current: { 'configmap.rollguard.io/db-config': 'u-1/1', 'prometheus.io/scrape': 'true' },
+      desired: [desired('ConfigMap', 'db-config', 'u-1/1')],
+      want: { 'configmap.rollguard.io/db-config': 'u-1/1', 'prometheus.io/scrape': 'true' },
+      changes: [],
+    },
+    {
+      name: 'changed value, others kept',
+      current: { 'configmap.rollguard.io/db-config': 'u-1/1', 'kubectl.kubernetes.io/restartedAt': '2024-01-01T00:00:00Z' },
+      desired: [desired('ConfigMap', 'db-config', 'u-1/2')],
+      want: { 'configmap.rollguard.io/db-config': 'u-1/2', 'kubectl.kubernetes.io/restartedAt': '2024-01-01T00:00:00Z' },
+      changes: [{ key: 'configmap.rollguard.io/db-config', kind: 'ConfigMap', name: 'db-config', from: 'u-1/1', to: 'u-1/2' }],
+    },
+    {
+      name: 'absent object appears',
+      current: { 'secret.rollguard.io/db-tls': ABSENT },
+      desired: [desired('Secret', 'db-tls', 'u-2/7')],
+      want: { 'secret.rollguard.io/db-tls': 'u-2/7' },
+      changes: [{ key: 'secret.rollguard.io/db-tls', kind: 'Secret', name: 'db-tls', from: ABSENT, to: 'u-2/7' }],
+    },
+    {
+      name: 'stale rollguard annotations removed, including shortened keys',
+      current: {
+        'configmap.rollguard.io/old': 'u-9/9',
+        [longStale]: 'u-8/8',
+        'secret.rollguard.io/db-tls': 'u-2/7',
+        'app.kubernetes.io/version': '1.2.3',
+      },
+      desired: [desired('Secret', 'db-tls', 'u-2/7')],
+      want: { 'secret.rollguard.io/db-tls': 'u-2/7', 'app.kubernetes.io/version': '1.2.3' },
+      changes: [
+        { key: 'configmap.rollguard.io/old', kind: 'ConfigMap', name: 'old', from: 'u-9/9' },
+        { key: longStale, kind: 'Secret', from: 'u-8/8' },
+      ],
+    },
+  ];
+
+  it.each(cases)('$name', ({ current, desired, want, changes }) => {
+    const before = structuredClone(current);
+    expect(withDesiredAnnotations(current, desired)).toEqual(want);
+    expect(annotationChanges(current, desired)).toEqual(changes);
+    expect(current).toEqual(before);
+  });
+
+  it('keeps an odd key such as __proto__ as an ordinary annotation', () => {
+    const current = JSON.parse('{"__proto__": "x", "configmap.rollguard.io/old": "u/1"}') as Record<string, string>;
+    const result = withDesiredAnnotations(current, []);
+    expect(Object.keys(result)).toEqual(['__proto__']);
+    expect(Object.getPrototypeOf(result)).toBe(Object.prototype);
+  });
+});

@@ -1,0 +1,162 @@
+import { describe, expect, it } from 'vitest';
+import type { V1Container, V1PodTemplateSpec, V1Volume } from '@kubernetes/client-node';
+import { referencedObjects, type Reference } from '../../src/restarter/references.js';
+
+function template(spec: { containers?: V1Container[]; initContainers?: V1Container[]; volumes?: V1Volume[] }): V1PodTemplateSpec {
+  return { spec: { containers: spec.containers ?? [{ name: 'app' }], initContainers: spec.initContainers, volumes: spec.volumes } };
+}
+
+const cm = (name: string, optional = false): Reference => ({ kind: 'ConfigMap', name, optional });
+const secret = (name: string, optional = false): Reference => ({ kind: 'Secret', name, optional });
+
+describe('referencedObjects', () => {
+  const cases: { name: string; template: V1PodTemplateSpec | undefined; want: Reference[] }[] = [
+    { name: 'no template', template: undefined, want: [] },
+    { name: 'template without spec', template: { metadata: { labels: { app: 'db' } } }, want: [] },
+    { name: 'containers without references', template: template({}), want: [] },
+    {
+      name: 'configMap and secret volumes (secret by secretName)',
+      template: template({
+        volumes: [
+          { name: 'config', configMap: { name: 'db-config' } },
+          { name: 'tls', secret: { secretName: 'db-tls' } },
+          { name: 'scratch', emptyDir: {} },
+        ],
+      }),
+      want: [cm('db-config'), secret('db-tls')],
+    },
+    {
+      name: 'projected sources, other projections ignored',
+      template: template({
+        volumes: [
+          {
+            name: 'all',
+            projected: {
+              sources: [
+                { configMap: { name: 'proj-cm', optional: true } },
+                { secret: { name: 'proj-secret' } },
+                { serviceAccountToken: { path: 'token' } },
+                { downwardAPI: { items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }] } },
+              ],
+            },
+          },
+        ],
+      }),
+      want: [cm('proj-cm', true), secret('proj-secret')],
+    },
+    {
+      name: 'env value sources, field refs ignored',
+      template: template({
+        containers: [
+          {
+            name: 'app',
+            env: [
+              { name: 'LEVEL', valueFrom: { configMapKeyRef: { name: 'settings', key: 'level' } } },
+              { name: 'PASSWORD', valueFrom: { secretKeyRef: { name: 'creds', key: 'password', optional: true } } },
+              { name: 'POD', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+              { name: 'PLAIN', value: 'x' },
+            ],
+          },
+        ],
+      }),
+      want: [cm('settings'), secret('creds', true)],
+    },
+    {
+      name: 'envFrom',
+      template: template({
+        containers: [{ name: 'app', envFrom: [{ configMapRef: { name: 'env-cm' } }, { prefix: 'S_', secretRef: { name: 'env-secret' } }] }],
+      }),
+      want: [cm('env-cm'), secret('env-secret')],
+    },
+    {
+      name: 'init containers and sidecars only',
+      template: template({
+        initContainers: [
+          { name: 'migrate', envFrom: [{ secretRef: { name: 'migrate-creds' } }] },
+          { name: 'proxy', restartPolicy: 'Always', env: [{ name: 'C', valueFrom: { configMapKeyRef: { name: 'proxy-config', key: 'c' } } }] },
+        ],
+      }),
+      want: [cm('proxy-config'), secret('migrate-creds')],
+    },
+    {
+      name: 'duplicates across containers, volumes and env collapse to one entry',
+      template: template({
+        volumes: [{ name: 'config', configMap: { name: 'shared' } }],
+        initContainers: [{ name: 'init', envFrom: [{ configMapRef: { name: 'shared' } }] }],
+        containers: [
+          { name: 'a', env: [{ name: 'X', valueFrom: { configMapKeyRef: { name: 'shared', key: 'x' } } }] },
+          { name: 'b', envFrom: [{ configMapRef: { name: 'shared' } }] },
+        ],
+      }),
+      want: [cm('shared')],
+    },
+    {
+      name: 'a ConfigMap and a Secret with the same name are two references',
+      template: template({
+        volumes: [
+          { name: 'c', configMap: { name: 'same' } },
+          { name: 's', secret: { secretName: 'same' } },
+        ],
+      }),
+      want: [cm('same'), secret('same')],
+    },
+    {
+      name: 'optional only when every reference is optional',
+      template: template({
+        volumes: [
+          { name: 'a', configMap: { name: 'all-optional', optional: true } },
+          { name: 'b', configMap: { name: 'one-required', optional: true } },
+          { name: 'c', secret: { secretName: 'unset-means-required' } },
+        ],
+        containers: [
+          {
+            name: 'app',
+            envFrom: [
+              { configMapRef: { name: 'all-optional', optional: true } },
+              { configMapRef: { name: 'one-required', optional: false } },
+              { secretRef: { name: 'unset-means-required', optional: true } },
+            ],
+          },
+        ],
+      }),
+      want: [cm('all-optional', true), cm('one-required'), secret('unset-means-required')],
+    },
+    {
+      name: 'empty and missing names are skipped',
+      template: template({
+        volumes: [
+          { name: 'a', configMap: { name: '' } },
+          { name: 'b', configMap: {} },
+          { name: 'c', secret: {} },
+          { name: 'd', projected: { sources: [{ secret: { name: '' } }] } },
+        ],
+        containers: [{ name: 'app', env: [{ name: 'X', valueFrom: { secretKeyRef: { key: 'x' } } }], envFrom: [{ configMapRef: {} }] }],
+      }),
+      want: [],
+    },
+    {
+      name: 'sorted by kind, then name in code-unit order',
+      template: template({
+        volumes: [
+          { name: '1', secret: { secretName: 'b' } },
+          { name: '2', configMap: { name: 'web-2' } },
+          { name: '3', secret: { secretName: 'a' } },
+          { name: '4', configMap: { name: 'web-10' } },
+          { name: '5', configMap: { name: 'api' } },
+        ],
+      }),
+      want: [cm('api'), cm('web-10'), cm('web-2'), secret('a'), secret('b')],
+    },
+  ];
+
+  it.each(cases)('$name', ({ template, want }) => {
+    expect(referencedObjects(template)).toEqual(want);
+  });
+
+  it('does not change the template it reads', () => {
+    const t = template({ volumes: [{ name: 'c', configMap: { name: 'x' } }] });
+    const before = structuredClone(t);
+    referencedObjects(t);
+    expect(t).toEqual(before);
+  });
+});
