@@ -10,6 +10,8 @@ import { freePort } from './ports.js';
 import { waitFor } from './wait.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
+/** The repo root, whether this runs from test/env or from its compiled copy in dist/test/env. */
+const REPO_ROOT = findRepoRoot(HERE);
 const STATE_PREFIX = 'rollguard-cp-';
 const CERT_VALIDITY_SECONDS = 7 * 24 * 3600;
 
@@ -42,7 +44,7 @@ interface Proc {
 
 /** Path of the etcd/kube-apiserver/kube-controller-manager binaries (builds them on first use). */
 export function controlPlaneBinaries(): string {
-  const script = path.join(HERE, 'build-binaries.sh');
+  const script = path.join(REPO_ROOT, 'test', 'env', 'build-binaries.sh');
   const out = execFileSync('bash', [script], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
   return out.trim().split('\n').pop() ?? '';
 }
@@ -281,9 +283,19 @@ function reapOrphans(): void {
     if (processAlive(owner)) continue;
     const pids = fs.existsSync(path.join(dir, 'pids')) ? fs.readFileSync(path.join(dir, 'pids'), 'utf8').split('\n') : [];
     for (const pid of pids.map(Number).filter((p) => p > 0)) {
-      if (processAlive(pid)) process.kill(pid, 'SIGKILL');
+      if (processAlive(pid) && isControlPlaneProcess(pid)) process.kill(pid, 'SIGKILL');
     }
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Guards against a recycled pid: only our own binaries are killed. */
+function isControlPlaneProcess(pid: number): boolean {
+  try {
+    const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    return /\/(etcd|kube-apiserver|kube-controller-manager)\0/.test(cmd);
+  } catch {
+    return false;
   }
 }
 
@@ -294,5 +306,12 @@ function processAlive(pid: number): boolean {
     return true;
   } catch {
     return false;
+  }
+}
+
+function findRepoRoot(from: string): string {
+  for (let dir = from; ; dir = path.dirname(dir)) {
+    if (fs.existsSync(path.join(dir, 'test', 'env', 'build-binaries.sh'))) return dir;
+    if (path.dirname(dir) === dir) throw new Error(`no test/env/build-binaries.sh above ${from}`);
   }
 }
