@@ -274,7 +274,7 @@ function reapOrphans(): void {
   for (const entry of fs.readdirSync(tmp)) {
     if (!entry.startsWith(STATE_PREFIX)) continue;
     const dir = path.join(tmp, entry);
-    let owner = NaN;
+    let owner: number;
     try {
       owner = Number(fs.readFileSync(path.join(dir, 'owner.pid'), 'utf8'));
     } catch {

@@ -21,7 +21,8 @@ export class FakeKubelet {
 
   constructor(
     kc: KubeConfig,
-    private readonly namespace: string,
+    /** undefined: pods of every namespace (kuttl makes a namespace per case) */
+    private readonly namespace: string | undefined,
   ) {
     this.core = kc.makeApiClient(CoreV1Api);
   }
@@ -58,7 +59,9 @@ export class FakeKubelet {
   }
 
   async syncOnce(): Promise<void> {
-    const pods = await this.core.listNamespacedPod({ namespace: this.namespace });
+    const pods = this.namespace
+      ? await this.core.listNamespacedPod({ namespace: this.namespace })
+      : await this.core.listPodForAllNamespaces();
     for (const pod of pods.items) {
       if (pod.metadata?.deletionTimestamp) continue;
       const status = this.statusFor(pod);
@@ -66,7 +69,7 @@ export class FakeKubelet {
       try {
         await this.core.replaceNamespacedPodStatus({
           name: pod.metadata!.name!,
-          namespace: this.namespace,
+          namespace: pod.metadata!.namespace!,
           body: { ...pod, status },
         });
       } catch (err) {

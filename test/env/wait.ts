@@ -8,7 +8,7 @@ export async function waitFor<T>(
   { timeoutMs = 30_000, intervalMs = 100 }: { timeoutMs?: number; intervalMs?: number } = {},
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
-  let last: unknown = 'nothing yet';
+  let last: unknown;
   for (;;) {
     try {
       const value = await probe();

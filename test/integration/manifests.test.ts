@@ -1,0 +1,537 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import {
+  ApiException,
+  KubernetesObjectApi,
+  PatchStrategy,
+  VersionApi,
+  loadAllYaml,
+  type KubernetesObject,
+  type V1ClusterRole,
+  type V1ClusterRoleBinding,
+  type V1Container,
+  type V1Deployment,
+  type V1MutatingWebhookConfiguration,
+  type V1Namespace,
+  type V1PodSpec,
+  type V1PolicyRule,
+  type V1Role,
+  type V1RoleBinding,
+  type V1Service,
+  type V1StatefulSet,
+} from '@kubernetes/client-node';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { parseArgs, type Config } from '../../src/config.js';
+import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
+import { referencedObjects } from '../../src/restarter/references.js';
+import { isHealthGated } from '../../src/rollout/decision.js';
+import { controlPlaneBinaries } from '../env/control-plane.js';
+import { printControlPlaneLogsOnFailure, testCluster } from '../env/cluster.js';
+
+// Renders every way of installing rollguard (kustomize base and overlays, the Helm chart
+// with several value sets, the examples) and has the real API server accept each object
+// with a server-side dry-run, then checks what a user would check by hand.
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const DEPLOY = path.join(ROOT, 'deploy');
+const OWN_NAMESPACE = 'rollguard-system';
+const FIELD_MANAGER = 'rollguard-manifests-test';
+// cert-manager's CRDs are not installed in the test API server, so its Issuers and
+// Certificates cannot be dry-run; every other object of the cert-manager renderings is.
+const CERT_MANAGER_API = /^cert-manager\.io\//;
+const run = promisify(execFile);
+
+type Objects = KubernetesObject[];
+
+interface Rendering {
+  name: string;
+  render: (ctx: RenderContext) => Promise<string>;
+}
+
+interface RenderContext {
+  kubectl: string;
+  helm: string;
+  kubeVersion: string;
+  /** a namespace of this test's own */
+  namespace: string;
+}
+
+const kustomize =
+  (dir: string) =>
+  ({ kubectl }: RenderContext): Promise<string> =>
+    output(kubectl, ['kustomize', path.join(DEPLOY, dir)]);
+
+const helmTemplate =
+  (release: string, values: string[], namespace?: string) =>
+  (ctx: RenderContext): Promise<string> =>
+    output(ctx.helm, [
+      'template',
+      release,
+      path.join(DEPLOY, 'helm/rollguard'),
+      '--namespace',
+      namespace ?? ctx.namespace,
+      '--kube-version',
+      ctx.kubeVersion,
+      ...values.flatMap((v) => ['--set', v]),
+    ]);
+
+const RENDERINGS: Rendering[] = [
+  { name: 'kustomize base', render: kustomize('base') },
+  { name: 'kustomize no-webhook', render: kustomize('overlays/no-webhook') },
+  { name: 'kustomize cert-manager', render: kustomize('overlays/cert-manager') },
+  { name: 'helm defaults', render: helmTemplate('rollguard', [], OWN_NAMESPACE) },
+  { name: 'helm webhook.enabled=false', render: helmTemplate('rollguard', ['webhook.enabled=false'], OWN_NAMESPACE) },
+  { name: 'helm tls.certManager.enabled=true', render: helmTemplate('rollguard', ['tls.certManager.enabled=true'], OWN_NAMESPACE) },
+  {
+    // another release name and namespace: every name that points at another object must follow
+    name: 'helm release "rg", one replica, no leader election',
+    render: helmTemplate('rg', [
+      'replicaCount=1',
+      'leaderElection=false',
+      'logLevel=debug',
+      'extraArgs[0]=--debounce=10s',
+      'nodeSelector.kubernetes\\.io/os=linux',
+      'tolerations[0].key=dedicated',
+      'tolerations[0].operator=Exists',
+    ]),
+  },
+];
+
+describe('deploy manifests', () => {
+  const { kc, core } = testCluster();
+  const kapi = KubernetesObjectApi.makeApiClient(kc);
+  const rendered = new Map<string, Objects>();
+  let ctx: RenderContext;
+  let restricted: string;
+
+  beforeAll(async () => {
+    const suffix = Math.random().toString(36).slice(2, 8);
+    ctx = {
+      kubectl: tool(controlPlaneBinaries(), 'kubectl', 'test/env/build-binaries.sh'),
+      helm: tool(await buildTools(), 'helm', 'test/env/build-tools.sh'),
+      kubeVersion: (await kc.makeApiClient(VersionApi).getCode()).gitVersion,
+      namespace: `manifests-${suffix}`,
+    };
+    await core.createNamespace({ body: { metadata: { name: ctx.namespace } } });
+    // Pod Security admission is the check of record for the pod templates' securityContext
+    restricted = `manifests-restricted-${suffix}`;
+    await core.createNamespace({
+      body: { metadata: { name: restricted, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } },
+    });
+    for (const r of RENDERINGS) rendered.set(r.name, parseManifests(await r.render(ctx), r.name));
+
+    // Namespaced objects can only be dry-run into a namespace that exists. Created for
+    // real from the base and left in place: other test files may deploy into it.
+    const ns = only<V1Namespace>(objectsOf('kustomize base'), 'Namespace', OWN_NAMESPACE);
+    await core.createNamespace({ body: ns }).catch((err: unknown) => {
+      if (!(err instanceof ApiException && err.code === 409)) throw err;
+    });
+  });
+  afterAll(async () => {
+    for (const name of [ctx?.namespace, restricted]) if (name) await core.deleteNamespace({ name });
+  });
+  beforeEach(() => printControlPlaneLogsOnFailure());
+
+  function objectsOf(rendering: string): Objects {
+    const objects = rendered.get(rendering);
+    if (!objects) throw new Error(`rendering "${rendering}" is not there; have ${[...rendered.keys()].join(', ')}`);
+    return objects;
+  }
+
+  it.each(RENDERINGS.map((r) => r.name))('%s: the API server accepts every object (server-side dry-run)', async (name) => {
+    const objects = objectsOf(name);
+    const accepted: string[] = [];
+    for (const obj of objects) {
+      if (CERT_MANAGER_API.test(obj.apiVersion ?? '')) continue;
+      try {
+        if (obj.kind === 'Namespace') {
+          // it exists already (created above): apply it, which validates it just the same
+          await kapi.patch(obj, undefined, 'All', FIELD_MANAGER, true, PatchStrategy.ServerSideApply);
+        } else {
+          await kapi.create(obj, undefined, 'All');
+        }
+      } catch (err) {
+        throw new Error(`${name}: the API server rejected ${describeObject(obj)}: ${apiError(err)}`, { cause: err });
+      }
+      accepted.push(describeObject(obj));
+    }
+    expect(accepted.length).toBeGreaterThanOrEqual(8);
+  });
+
+  it.each(RENDERINGS.map((r) => r.name))('%s: the grace period outlasts the shutdown timeout and the flags parse', (name) => {
+    const objects = objectsOf(name);
+    const deploy = only<V1Deployment>(objects, 'Deployment');
+    const config = rollguardConfig(deploy);
+    const graceMs = (deploy.spec!.template.spec!.terminationGracePeriodSeconds ?? 30) * 1000;
+    expect(config.shutdownTimeout).toBeLessThan(graceMs);
+    expect(config.shutdownDelay).toBeLessThan(config.shutdownTimeout);
+    expect(config.namespace).toBe(deploy.metadata!.namespace);
+  });
+
+  it.each(RENDERINGS.map((r) => r.name))('%s: every container runs as non-root with a read-only root filesystem', (name) => {
+    const spec = only<V1Deployment>(objectsOf(name), 'Deployment').spec!.template.spec!;
+    const containers = [...(spec.initContainers ?? []), ...spec.containers];
+    expect(containers.length).toBeGreaterThan(0);
+    for (const c of containers) {
+      const sc = c.securityContext ?? {};
+      const what = `${name}: container ${c.name}`;
+      expect(sc.runAsNonRoot ?? spec.securityContext?.runAsNonRoot, `${what} runAsNonRoot`).toBe(true);
+      expect(sc.runAsUser ?? spec.securityContext?.runAsUser, `${what} runAsUser`).not.toBe(0);
+      expect(sc.readOnlyRootFilesystem, `${what} readOnlyRootFilesystem`).toBe(true);
+      expect(sc.allowPrivilegeEscalation, `${what} allowPrivilegeEscalation`).toBe(false);
+      expect(sc.capabilities?.drop, `${what} capabilities.drop`).toContain('ALL');
+    }
+  });
+
+  it.each(['kustomize base', 'kustomize cert-manager', 'helm defaults', 'helm tls.certManager.enabled=true'])(
+    '%s: the pod passes Pod Security "restricted"',
+    async (name) => {
+      const spec = only<V1Deployment>(objectsOf(name), 'Deployment').spec!.template.spec!;
+      await core
+        .createNamespacedPod({ namespace: restricted, dryRun: 'All', body: { metadata: { name: 'rollguard' }, spec } })
+        .catch((err: unknown) => {
+          throw new Error(`${name}: ${apiError(err)}`);
+        });
+      // the namespace does enforce: the same pod as root is turned away
+      const rootSpec: V1PodSpec = { ...spec, securityContext: { ...spec.securityContext, runAsNonRoot: false, runAsUser: 0 } };
+      rootSpec.containers = spec.containers.map((c) => ({ ...c, securityContext: { ...c.securityContext, runAsNonRoot: false, runAsUser: 0 } }));
+      const rejected = await core
+        .createNamespacedPod({ namespace: restricted, dryRun: 'All', body: { metadata: { name: 'rollguard' }, spec: rootSpec } })
+        .then(
+          () => undefined,
+          (err: unknown) => err,
+        );
+      expect(rejected instanceof ApiException && rejected.code === 403, `root pod not rejected: ${apiError(rejected)}`).toBe(true);
+    },
+  );
+
+  it.each(RENDERINGS.map((r) => r.name))('%s: RBAC grants what the configuration uses, to the pod\'s ServiceAccount', (name) => {
+    const objects = objectsOf(name);
+    const deploy = only<V1Deployment>(objects, 'Deployment');
+    const config = rollguardConfig(deploy);
+    const namespace = deploy.metadata!.namespace!;
+    const clusterRules = rulesFor(objects, deploy, 'cluster');
+    const ownRules = rulesFor(objects, deploy, namespace);
+    const allows = (rules: V1PolicyRule[], group: string, resource: string, verb: string, resourceName?: string): boolean =>
+      rules.some(
+        (r) =>
+          (r.apiGroups ?? []).includes(group) &&
+          r.resources?.includes(resource) &&
+          r.verbs.includes(verb) &&
+          (!r.resourceNames?.length || (resourceName !== undefined && r.resourceNames.includes(resourceName))),
+      );
+
+    for (const [group, resource, verbs] of [
+      ['', 'configmaps', ['list', 'watch']],
+      ['', 'secrets', ['list', 'watch']],
+      ['apps', 'statefulsets', ['get', 'list', 'watch', 'patch']],
+      ['', 'pods', ['list', 'watch', 'delete']],
+      ['', 'events', ['create', 'patch']],
+      ['events.k8s.io', 'events', ['create', 'patch']],
+    ] as const) {
+      for (const verb of verbs) expect(allows(clusterRules, group, resource, verb), `${verb} ${group}/${resource}`).toBe(true);
+    }
+
+    const mwc = 'mutatingwebhookconfigurations';
+    if (config.webhookConfiguration !== '') {
+      expect(allows(clusterRules, 'admissionregistration.k8s.io', mwc, 'patch', config.webhookConfiguration)).toBe(true);
+      expect(allows(clusterRules, 'admissionregistration.k8s.io', mwc, 'patch', 'someone-elses-webhook')).toBe(false);
+    } else {
+      expect(clusterRules.filter((r) => r.resources?.includes(mwc)), 'no MWC rules when rollguard injects nothing').toEqual([]);
+    }
+    expect(allows(ownRules, 'coordination.k8s.io', 'leases', 'update')).toBe(config.leaderElection);
+    expect(allows(ownRules, '', 'secrets', 'create'), 'the TLS Secret only with self-managed TLS').toBe(config.tlsCertFile === '');
+  });
+
+  it('kustomize base: the webhook takes CREATE and UPDATE of opted-in StatefulSets, fails open, and skips rollguard-system', () => {
+    const objects = objectsOf('kustomize base');
+    const mwc = only<V1MutatingWebhookConfiguration>(objects, 'MutatingWebhookConfiguration');
+    const config = rollguardConfig(only<V1Deployment>(objects, 'Deployment'));
+    expect(mwc.metadata!.name).toBe(config.webhookConfiguration);
+    expect(mwc.webhooks).toHaveLength(1);
+    const hook = mwc.webhooks![0]!;
+    expect(hook.name).toBe('statefulsets.rollguard.io');
+    expect(hook.failurePolicy).toBe('Ignore');
+    expect(hook.objectSelector).toEqual({ matchLabels: { [ENABLED_LABEL]: 'true' } });
+    expect(hook.namespaceSelector?.matchExpressions).toEqual([
+      { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: [OWN_NAMESPACE] },
+    ]);
+    expect(hook.rules).toEqual([
+      expect.objectContaining({ apiGroups: ['apps'], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['statefulsets'] }),
+    ]);
+    expect(hook.sideEffects).toBe('None');
+    expect(hook.reinvocationPolicy).toBe('IfNeeded');
+    expect(hook.admissionReviewVersions).toEqual(['v1']);
+    expect(hook.timeoutSeconds).toBeLessThanOrEqual(5);
+    expect(hook.clientConfig.caBundle ?? '', 'rollguard injects the caBundle').toBe('');
+  });
+
+  it.each(['kustomize base', 'helm release "rg", one replica, no leader election'])(
+    '%s: the webhook Service leads to the webhook port, the probes to the admin port',
+    (name) => {
+      const objects = objectsOf(name);
+      const deploy = only<V1Deployment>(objects, 'Deployment');
+      const config = rollguardConfig(deploy);
+      const container = rollguardContainer(deploy);
+      const service = only<V1Service>(objects, 'Service', config.serviceName);
+      const port = service.spec!.ports!.find((p) => p.port === 443);
+      const target = container.ports!.find((p) => p.name === port?.targetPort || p.containerPort === port?.targetPort);
+      expect(target?.containerPort).toBe(config.webhookPort);
+      expect(service.spec!.selector).toEqual(deploy.spec!.selector.matchLabels);
+
+      const mwc = objects.filter((o) => o.kind === 'MutatingWebhookConfiguration') as V1MutatingWebhookConfiguration[];
+      for (const hook of mwc.flatMap((m) => m.webhooks ?? [])) {
+        expect(hook.clientConfig.service).toEqual({ name: config.serviceName, namespace: config.namespace, path: '/mutate', port: 443 });
+        expect(hook.namespaceSelector?.matchExpressions?.[0]?.values).toEqual([config.namespace]);
+      }
+
+      const adminPort = container.ports!.find((p) => p.name === 'admin')?.containerPort;
+      expect(adminPort).toBe(config.adminPort);
+      expect(container.readinessProbe?.httpGet).toMatchObject({ path: '/readyz', port: 'admin' });
+      expect(container.livenessProbe?.httpGet).toMatchObject({ path: '/healthz', port: 'admin' });
+    },
+  );
+
+  it.each(['kustomize no-webhook', 'helm webhook.enabled=false'])('%s: no webhook configuration and nothing to inject', (name) => {
+    const objects = objectsOf(name);
+    expect(objects.filter((o) => o.kind === 'MutatingWebhookConfiguration')).toEqual([]);
+    expect(rollguardConfig(only<V1Deployment>(objects, 'Deployment')).webhookConfiguration).toBe('');
+  });
+
+  it.each(['kustomize cert-manager', 'helm tls.certManager.enabled=true'])(
+    '%s: cert-manager issues the mounted certificate and injects the caBundle; rollguard does neither',
+    (name) => {
+      const objects = objectsOf(name);
+      const deploy = only<V1Deployment>(objects, 'Deployment');
+      const config = rollguardConfig(deploy);
+      expect(config.webhookConfiguration).toBe('');
+
+      const mwc = only<V1MutatingWebhookConfiguration>(objects, 'MutatingWebhookConfiguration');
+      const injectFrom = mwc.metadata!.annotations?.['cert-manager.io/inject-ca-from'] ?? '';
+      const [certNamespace, certName] = injectFrom.split('/');
+      expect(certNamespace).toBe(config.namespace);
+      const cert = only<CertManagerCertificate>(objects, 'Certificate', certName);
+      expect(cert.spec.dnsNames).toContain(`${config.serviceName}.${config.namespace}.svc`);
+      const issuer = only<KubernetesObject>(objects, 'Issuer', cert.spec.issuerRef.name);
+      expect(issuer.metadata!.namespace).toBe(config.namespace);
+
+      // the files rollguard reads come from the Secret the Certificate writes
+      const container = rollguardContainer(deploy);
+      const volumes = deploy.spec!.template.spec!.volumes ?? [];
+      for (const file of [config.tlsCertFile, config.tlsKeyFile]) {
+        const mount = container.volumeMounts?.find((m) => file.startsWith(`${m.mountPath}/`));
+        expect(mount, `a volume mount that holds ${file}`).toBeDefined();
+        expect(volumes.find((v) => v.name === mount!.name)?.secret?.secretName).toBe(cert.spec.secretName);
+      }
+      expect(config.tlsCertFile.endsWith('/tls.crt') && config.tlsKeyFile.endsWith('/tls.key')).toBe(true);
+    },
+  );
+
+  it('the Helm chart with its defaults makes the same choices as the kustomize base', () => {
+    const base = objectsOf('kustomize base');
+    const chart = objectsOf('helm defaults');
+    const names = (objects: Objects): string[] =>
+      objects
+        .filter((o) => o.kind !== 'Namespace')
+        .map(describeObject)
+        .sort();
+    expect(names(chart)).toEqual(names(base));
+
+    for (const kind of ['ClusterRole', 'Role'] as const) {
+      for (const role of base.filter((o) => o.kind === kind) as V1Role[]) {
+        expect(only<V1Role>(chart, kind, role.metadata!.name).rules, `${kind} ${role.metadata!.name}`).toEqual(role.rules);
+      }
+    }
+    expect(only<V1MutatingWebhookConfiguration>(chart, 'MutatingWebhookConfiguration').webhooks).toEqual(
+      only<V1MutatingWebhookConfiguration>(base, 'MutatingWebhookConfiguration').webhooks,
+    );
+
+    const baseDeploy = only<V1Deployment>(base, 'Deployment');
+    const chartDeploy = only<V1Deployment>(chart, 'Deployment');
+    expect(rollguardConfig(chartDeploy)).toEqual(rollguardConfig(baseDeploy));
+    const podChoices = (d: V1Deployment): unknown => {
+      const spec = d.spec!.template.spec!;
+      const c = rollguardContainer(d);
+      return {
+        replicas: d.spec!.replicas,
+        strategy: d.spec!.strategy,
+        grace: spec.terminationGracePeriodSeconds,
+        podSecurity: spec.securityContext,
+        spreadBy: spec.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution?.map((t) => t.podAffinityTerm.topologyKey),
+        ports: c.ports,
+        readiness: c.readinessProbe,
+        liveness: c.livenessProbe,
+        resources: c.resources,
+        securityContext: c.securityContext,
+        env: c.env,
+      };
+    };
+    expect(podChoices(chartDeploy)).toEqual(podChoices(baseDeploy));
+    expect(only<KubernetesObject & { spec: { minAvailable: number } }>(chart, 'PodDisruptionBudget').spec.minAvailable).toBe(1);
+  });
+
+  it('the Helm chart passes values through and leaves out what one replica without a lease does not need', () => {
+    const objects = objectsOf('helm release "rg", one replica, no leader election');
+    const deploy = only<V1Deployment>(objects, 'Deployment');
+    const config = rollguardConfig(deploy);
+    expect(deploy.metadata!.name).toBe('rg-rollguard');
+    expect(deploy.spec!.replicas).toBe(1);
+    expect(config).toMatchObject({ leaderElection: false, logLevel: 'debug', debounce: 10_000, namespace: ctx.namespace });
+    expect(deploy.spec!.template.spec!.nodeSelector).toEqual({ 'kubernetes.io/os': 'linux' });
+    expect(deploy.spec!.template.spec!.tolerations).toEqual([{ key: 'dedicated', operator: 'Exists' }]);
+    // a budget of one with one replica would block every node drain
+    expect(objects.filter((o) => o.kind === 'PodDisruptionBudget')).toEqual([]);
+    const mwc = only<V1MutatingWebhookConfiguration>(objects, 'MutatingWebhookConfiguration');
+    expect(mwc.metadata!.name).toBe(config.webhookConfiguration);
+  });
+
+  it('the Helm chart refuses leaderElection=false with more than one replica', async () => {
+    const failure = await helmTemplate('rollguard', ['leaderElection=false', 'replicaCount=2'], OWN_NAMESPACE)(ctx).then(
+      () => 'rendered',
+      (err: unknown) => String(err),
+    );
+    expect(failure).toContain('leaderElection=false needs replicaCount=1');
+  });
+
+  it('the examples apply into any namespace: an opted-in set and a health-gated one, with their config', async () => {
+    const dir = path.join(DEPLOY, 'examples');
+    const files = fs.readdirSync(dir).filter((f) => /\.ya?ml$/.test(f));
+    const objects = files.flatMap((f) => parseManifests(fs.readFileSync(path.join(dir, f), 'utf8'), `examples/${f}`));
+    expect(objects.filter((o) => o.metadata?.namespace !== undefined).map(describeObject), 'objects with a namespace').toEqual([]);
+
+    for (const obj of objects) {
+      const inNamespace = { ...obj, metadata: { ...obj.metadata, namespace: ctx.namespace } };
+      await kapi.create(inNamespace, undefined, 'All').catch((err: unknown) => {
+        throw new Error(`examples: the API server rejected ${describeObject(obj)}: ${apiError(err)}`);
+      });
+    }
+
+    const sets = objects.filter((o) => o.kind === 'StatefulSet') as V1StatefulSet[];
+    expect(sets.map((s) => s.metadata!.name).sort()).toEqual(['web', 'web-gated']);
+    for (const set of sets) {
+      const name = set.metadata!.name!;
+      expect(set.metadata!.labels?.[ENABLED_LABEL], `${name} opted in`).toBe('true');
+      expect(set.spec!.replicas).toBe(3);
+      expect(isHealthGated(set), `${name} health-gated`).toBe(name === 'web-gated');
+      // what rollguard itself finds in the template
+      expect(referencedObjects(set.spec!.template)).toEqual([
+        { kind: 'ConfigMap', name: 'app-config', optional: false },
+        { kind: 'Secret', name: 'app-secret', optional: false },
+      ]);
+      const spec = set.spec!.template.spec!;
+      expect(spec.volumes?.some((v) => v.configMap?.name === 'app-config' || v.secret?.secretName === 'app-secret')).toBe(true);
+      expect(spec.containers.some((c) => (c.envFrom ?? []).length > 0)).toBe(true);
+      const service = only<V1Service>(objects, 'Service', set.spec!.serviceName);
+      expect(service.spec!.clusterIP, `${service.metadata!.name} is headless`).toBe('None');
+    }
+    only<KubernetesObject>(objects, 'ConfigMap', 'app-config');
+    only<KubernetesObject>(objects, 'Secret', 'app-secret');
+  });
+});
+
+interface CertManagerCertificate extends KubernetesObject {
+  spec: { secretName: string; dnsNames: string[]; issuerRef: { name: string; kind?: string } };
+}
+
+async function output(command: string, args: string[]): Promise<string> {
+  try {
+    return (await run(command, args, { cwd: ROOT, maxBuffer: 16 * 1024 * 1024 })).stdout;
+  } catch (err) {
+    const stderr = (err as { stderr?: string }).stderr ?? '';
+    throw new Error(`${path.basename(command)} ${args.join(' ')} failed: ${stderr.trim() || String(err)}`, { cause: err });
+  }
+}
+
+/** The folder with helm; builds it on first use (a cold build takes a minute or two). */
+async function buildTools(): Promise<string> {
+  const { stdout } = await run('bash', [path.join(ROOT, 'test/env/build-tools.sh')], { maxBuffer: 16 * 1024 * 1024 });
+  return stdout.trim().split('\n').pop() ?? '';
+}
+
+function tool(dir: string, name: string, from: string): string {
+  const file = path.join(dir, name);
+  if (!fs.existsSync(file)) throw new Error(`${from} printed ${dir}, which has no ${name}`);
+  return file;
+}
+
+/** Every object of a multi-document YAML stream; documents with nothing but comments are dropped. */
+function parseManifests(text: string, source: string): Objects {
+  const docs = text.split(/^---[ \t]*$/m).filter((doc) => doc.split('\n').some((l) => l.trim() !== '' && !l.trim().startsWith('#')));
+  const objects = docs.flatMap((doc) => loadAllYaml(doc) as Objects);
+  for (const obj of objects) {
+    if (!obj.apiVersion || !obj.kind || !obj.metadata?.name) throw new Error(`${source}: an object without apiVersion, kind or name`);
+  }
+  return objects;
+}
+
+function only<T extends KubernetesObject>(objects: Objects, kind: string, name?: string): T {
+  const found = objects.filter((o) => o.kind === kind && (name === undefined || o.metadata?.name === name));
+  if (found.length !== 1) {
+    throw new Error(`expected one ${kind}${name ? ` named ${name}` : ''}, found ${found.length} among ${objects.map(describeObject).join(', ')}`);
+  }
+  return found[0] as T;
+}
+
+function describeObject(obj: KubernetesObject): string {
+  return `${obj.kind}/${obj.metadata?.namespace ? `${obj.metadata.namespace}/` : ''}${obj.metadata?.name}`;
+}
+
+function apiError(err: unknown): string {
+  if (err instanceof ApiException) {
+    const body = err.body as { message?: string } | string | undefined;
+    return `${err.code} ${typeof body === 'string' ? body : (body?.message ?? JSON.stringify(body))}`;
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
+function rollguardContainer(deploy: V1Deployment): V1Container {
+  const container = deploy.spec!.template.spec!.containers.find((c) => c.name === 'rollguard');
+  if (!container) throw new Error(`Deployment ${deploy.metadata?.name} has no container named rollguard`);
+  return container;
+}
+
+/**
+ * The configuration `rollguard serve` would run with: the container's args and env put
+ * through rollguard's own parser, with the downward API and $(VAR) references resolved
+ * as the kubelet does. An unknown flag or a bad value fails here.
+ */
+function rollguardConfig(deploy: V1Deployment): Config {
+  const container = rollguardContainer(deploy);
+  const env: Record<string, string> = {};
+  for (const e of container.env ?? []) {
+    if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.namespace') env[e.name] = deploy.metadata!.namespace!;
+    else if (e.valueFrom) throw new Error(`env ${e.name} of ${describeObject(deploy)}: a source this test does not resolve`);
+    else env[e.name] = (e.value ?? '').replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (ref, name: string) => env[name] ?? ref);
+  }
+  const [command, ...args] = container.args ?? [];
+  expect(command, `${describeObject(deploy)} runs "rollguard serve"`).toBe('serve');
+  return parseArgs(args, env, 'serve').config;
+}
+
+/** Rules bound to the Deployment's ServiceAccount: cluster-wide, or in one namespace. */
+function rulesFor(objects: Objects, deploy: V1Deployment, scope: 'cluster' | string): V1PolicyRule[] {
+  const sa = deploy.spec!.template.spec!.serviceAccountName;
+  const namespace = deploy.metadata!.namespace;
+  const bindingKind = scope === 'cluster' ? 'ClusterRoleBinding' : 'RoleBinding';
+  const bindings = objects.filter(
+    (o) =>
+      o.kind === bindingKind &&
+      (scope === 'cluster' || o.metadata?.namespace === scope) &&
+      (o as V1RoleBinding | V1ClusterRoleBinding).subjects?.some(
+        (s) => s.kind === 'ServiceAccount' && s.name === sa && s.namespace === namespace,
+      ),
+  ) as (V1RoleBinding | V1ClusterRoleBinding)[];
+  return bindings.flatMap((b) => {
+    const role = objects.find(
+      (o) =>
+        o.kind === b.roleRef.kind &&
+        o.metadata?.name === b.roleRef.name &&
+        (b.roleRef.kind === 'ClusterRole' || o.metadata?.namespace === b.metadata?.namespace),
+    ) as V1Role | V1ClusterRole | undefined;
+    if (!role) throw new Error(`${describeObject(b)} refers to ${b.roleRef.kind} ${b.roleRef.name}, which is not in the rendering`);
+    return role.rules ?? [];
+  });
+}
