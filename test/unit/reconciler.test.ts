@@ -1,0 +1,176 @@
+import type { Operation } from 'fast-json-patch';
+import jsonpatch from 'fast-json-patch';
+import type { V1StatefulSet } from '@kubernetes/client-node';
+import pino from 'pino';
+import { Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { createMetrics } from '../../src/metrics.js';
+import { ENABLED_LABEL, annotationKey, desiredAnnotations, annotationChanges, type ObjectVersion } from '../../src/restarter/annotations.js';
+import {
+  ConflictError,
+  Reconciler,
+  annotationPatch,
+  describeChange,
+  patchReason,
+  type ReconcilerDeps,
+} from '../../src/restarter/reconciler.js';
+import type { ObjectKind } from '../../src/restarter/references.js';
+
+const CM = annotationKey('ConfigMap', 'app');
+const SECRET = annotationKey('Secret', 'creds');
+
+function set(annotations: Record<string, string> | undefined, opts: { rv?: string; labelled?: boolean } = {}): V1StatefulSet {
+  return {
+    metadata: { namespace: 'ns', name: 'web', uid: 'set-uid', resourceVersion: opts.rv ?? '100', labels: opts.labelled === false ? {} : { [ENABLED_LABEL]: 'true' } },
+    spec: {
+      selector: {},
+      serviceName: 'web',
+      template: {
+        metadata: { labels: { app: 'web' }, annotations },
+        spec: { containers: [{ name: 'app', envFrom: [{ configMapRef: { name: 'app' } }, { secretRef: { name: 'creds' } }] }] },
+      },
+    },
+  };
+}
+
+describe('annotationPatch', () => {
+  const versions: Record<string, ObjectVersion> = { 'ConfigMap/app': { uid: 'u1', resourceVersion: '9', ignored: false } };
+  const lookup = (kind: ObjectKind, _ns: string, name: string): ObjectVersion | undefined => versions[`${kind}/${name}`];
+
+  it('tests the resourceVersion first, then changes only the keys that differ, escaped', () => {
+    const current = set({ keep: 'me', [CM]: 'u1/5', [annotationKey('Secret', 'gone')]: 'u7/1' });
+    const desired = desiredAnnotations(current, lookup);
+    const changes = annotationChanges(current.spec!.template.metadata!.annotations, desired);
+    const ops = annotationPatch(current, desired, changes);
+    expect(ops).toEqual([
+      { op: 'test', path: '/metadata/resourceVersion', value: '100' },
+      { op: 'replace', path: '/spec/template/metadata/annotations/configmap.rollguard.io~1app', value: 'u1/9' },
+      { op: 'add', path: '/spec/template/metadata/annotations/secret.rollguard.io~1creds', value: 'absent' },
+      { op: 'remove', path: '/spec/template/metadata/annotations/secret.rollguard.io~1gone' },
+    ]);
+    const patched = jsonpatch.applyPatch(structuredClone(current), ops as Operation[]).newDocument;
+    expect(patched.spec!.template.metadata!.annotations).toEqual({ keep: 'me', [CM]: 'u1/9', [SECRET]: 'absent' });
+  });
+
+  it('adds the whole map when the template has no annotations, or no metadata', () => {
+    const bare = set(undefined);
+    const desired = desiredAnnotations(bare, lookup);
+    const ops = annotationPatch(bare, desired, annotationChanges(undefined, desired));
+    expect(ops[1]).toEqual({ op: 'add', path: '/spec/template/metadata/annotations', value: { [CM]: 'u1/9', [SECRET]: 'absent' } });
+    delete bare.spec!.template.metadata;
+    expect(annotationPatch(bare, desired, annotationChanges(undefined, desired))[1]).toEqual({
+      op: 'add',
+      path: '/spec/template/metadata',
+      value: { annotations: { [CM]: 'u1/9', [SECRET]: 'absent' } },
+    });
+  });
+
+  it('refuses a set without a resourceVersion, naming it', () => {
+    const s = set({});
+    delete s.metadata!.resourceVersion;
+    expect(() => annotationPatch(s, [], [])).toThrow('StatefulSet ns/web has no metadata.resourceVersion to patch against');
+  });
+});
+
+describe('describeChange', () => {
+  it.each([
+    [{ key: CM, kind: 'ConfigMap', name: 'app', from: 'u1/812', to: 'u1/845' }, 'ConfigMap app changed (resourceVersion 812 → 845)'],
+    [{ key: CM, kind: 'ConfigMap', name: 'app', from: 'absent', to: 'u1/845' }, 'ConfigMap app appeared (resourceVersion absent → 845)'],
+    [{ key: CM, kind: 'ConfigMap', name: 'app', from: 'u1/845', to: 'absent' }, 'ConfigMap app was deleted (resourceVersion 845 → absent)'],
+    [{ key: CM, kind: 'ConfigMap', name: 'app', from: 'u1/845', to: 'u2/900' }, 'ConfigMap app was recreated (uid u1 → u2, resourceVersion 845 → 900)'],
+    [{ key: SECRET, kind: 'Secret', name: 'creds', to: 'u3/7' }, 'tracking Secret creds (resourceVersion 7)'],
+    [{ key: SECRET, kind: 'Secret', name: 'creds', to: 'absent' }, 'tracking Secret creds (resourceVersion absent)'],
+    [{ key: SECRET, kind: 'Secret', name: 'creds', from: 'u3/7' }, 'no longer tracking Secret creds'],
+    [{ key: 'secret.rollguard.io/x_0123', kind: 'Secret', from: 'u3/7' }, 'no longer tracking the object of annotation secret.rollguard.io/x_0123'],
+  ] as const)('%o', (change, text) => {
+    expect(describeChange(change)).toBe(text);
+  });
+});
+
+describe('patchReason', () => {
+  it('tells a first annotation from a change and from a removal', () => {
+    expect(patchReason(undefined, [{ key: CM, to: 'u/1' }])).toBe('ReferencesAnnotated');
+    expect(patchReason({ other: 'x' }, [{ key: CM, to: 'u/1' }])).toBe('ReferencesAnnotated');
+    expect(patchReason({ [CM]: 'u/1' }, [{ key: CM, from: 'u/1', to: 'u/2' }, { key: SECRET, to: 'absent' }])).toBe('ConfigChanged');
+    expect(patchReason({ [CM]: 'u/1' }, [{ key: SECRET, to: 'absent' }])).toBe('ReferencesAnnotated');
+    expect(patchReason({ [CM]: 'u/1' }, [{ key: CM, from: 'u/1' }])).toBe('ReferencesRemoved');
+  });
+});
+
+describe('Reconciler', () => {
+  function harness(opts: { cached: V1StatefulSet | undefined; versions?: Record<string, ObjectVersion>; progress?: string; synced?: boolean; patchError?: unknown }) {
+    const patches: Operation[][] = [];
+    const events: string[] = [];
+    let tokens = 0;
+    const metrics = createMetrics(new Registry());
+    const deps: ReconcilerDeps = {
+      statefulSet: () => opts.cached,
+      lookup: (kind, _ns, name) => opts.versions?.[`${kind}/${name}`],
+      cachesSynced: () => opts.synced ?? true,
+      cacheProgress: () => opts.progress ?? '1000',
+      patchStatefulSet: async (_ns, _name, ops) => {
+        if (opts.patchError) throw opts.patchError;
+        patches.push(ops);
+        return { metadata: { ...opts.cached!.metadata, resourceVersion: '101' } };
+      },
+      events: { record: async (subject, spec) => void events.push(`${subject.kind} ${subject.namespace}/${subject.name}@${subject.resourceVersion} ${spec.type} ${spec.reason}: ${spec.message}`) },
+      restartLimiter: { take: async () => void tokens++ },
+      logger: pino({ level: 'silent' }),
+      metrics,
+    };
+    return { reconciler: new Reconciler(deps), patches, events, tokens: () => tokens, metrics };
+  }
+  const signal = new AbortController().signal;
+  const versions = { 'ConfigMap/app': { uid: 'u1', resourceVersion: '845', ignored: false }, 'Secret/creds': { uid: 'u2', resourceVersion: '3', ignored: false } };
+
+  it('writes nothing, and takes no turn, when the annotations are what the versions say', async () => {
+    const h = harness({ cached: set({ [CM]: 'u1/845', [SECRET]: 'u2/3' }), versions });
+    await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({});
+    expect(h.patches).toEqual([]);
+    expect(h.tokens()).toBe(0);
+  });
+
+  it('patches a changed version, records an Event naming object, kind and both versions, and counts it', async () => {
+    const h = harness({ cached: set({ [CM]: 'u1/812', [SECRET]: 'u2/3' }), versions });
+    await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+    expect(h.patches).toHaveLength(1);
+    expect(h.tokens()).toBe(1);
+    expect(h.events).toEqual(['StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app changed (resourceVersion 812 → 845)']);
+    expect((await h.metrics.restarts.get()).values).toEqual([expect.objectContaining({ labels: { kind: 'ConfigMap' }, value: 1 })]);
+    expect((await h.metrics.patches.get()).values).toEqual([expect.objectContaining({ labels: { reason: 'ConfigChanged' }, value: 1 })]);
+  });
+
+  it('leaves a set alone that is gone, being deleted or no longer labelled', async () => {
+    for (const cached of [undefined, set({}, { labelled: false }), { ...set({}), metadata: { ...set({}).metadata, deletionTimestamp: new Date() } }]) {
+      const h = harness({ cached, versions });
+      await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({});
+      expect(h.patches).toEqual([]);
+    }
+  });
+
+  it('waits, without patching, until the caches have synced', async () => {
+    const h = harness({ cached: set({}), versions, synced: false });
+    const result = await h.reconciler.reconcile('ns/web', signal);
+    expect(result.requeueAfterMs).toBeGreaterThan(0);
+    expect(h.patches).toEqual([]);
+  });
+
+  it('does not roll a set back to a version older than one a fresher cache already wrote', async () => {
+    // Another replica's webhook annotated 900; this cache has only reached 850.
+    const h = harness({ cached: set({ [CM]: 'u1/900', [SECRET]: 'u2/3' }), versions, progress: '850' });
+    const result = await h.reconciler.reconcile('ns/web', signal);
+    expect(result.requeueAfterMs).toBeGreaterThan(0);
+    expect(h.patches).toEqual([]);
+    // Once the cache has caught up with a later version, it follows it.
+    const caughtUp = harness({ cached: set({ [CM]: 'u1/900', [SECRET]: 'u2/3' }), versions: { ...versions, 'ConfigMap/app': { uid: 'u1', resourceVersion: '950', ignored: false } }, progress: '960' });
+    await expect(caughtUp.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+  });
+
+  it('turns a refused patch (the set changed meanwhile) into a ConflictError, and other failures into errors naming the set', async () => {
+    const conflict = harness({ cached: set({ [CM]: 'u1/1' }), versions, patchError: Object.assign(new Error('test failed'), { code: 422 }) });
+    await expect(conflict.reconciler.reconcile('ns/web', signal)).rejects.toBeInstanceOf(ConflictError);
+    expect(conflict.events).toEqual([]);
+    const broken = harness({ cached: set({ [CM]: 'u1/1' }), versions, patchError: Object.assign(new Error('forbidden'), { code: 403 }) });
+    await expect(broken.reconciler.reconcile('ns/web', signal)).rejects.toThrow('patching the pod template annotations of StatefulSet ns/web: forbidden');
+  });
+});

@@ -1,0 +1,192 @@
+import { Readable } from 'node:stream';
+import pino from 'pino';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { MetadataStore, decodeMetadata, type MetadataItem } from '../../src/kube/metadata-cache.js';
+import { ApiStatusError, type RawGet } from '../../src/kube/raw-api.js';
+import { Reflector, resourceUrlPath, retryDelayMs, type ListWatchClient } from '../../src/kube/reflector.js';
+
+type ListAnswer = { rv: string; items: unknown[]; continue?: string } | Error;
+/** Watch lines to send before the server ends the watch, or an error to fail the request with. */
+type WatchAnswer = unknown[] | Error;
+
+const obj = (name: string, rv: string): unknown => ({ metadata: { namespace: 'ns', name, uid: `uid-${name}`, resourceVersion: rv } });
+const event = (type: string, object: unknown): unknown => ({ type, object });
+
+/** Plays the API server from a script; once the script is over, a watch stays open until aborted. */
+class ScriptedApi implements ListWatchClient {
+  readonly requests: { kind: 'list' | 'watch'; query: URLSearchParams; accept: string }[] = [];
+
+  constructor(
+    private readonly lists: ListAnswer[],
+    private readonly watches: WatchAnswer[],
+  ) {}
+
+  async getJson(req: RawGet): Promise<unknown> {
+    this.requests.push({ kind: 'list', query: new URL(req.path, 'http://x').searchParams, accept: req.accept });
+    const answer = this.lists.shift();
+    if (!answer) throw new Error('no more lists in the script');
+    if (answer instanceof Error) throw answer;
+    return { metadata: { resourceVersion: answer.rv, continue: answer.continue }, items: answer.items };
+  }
+
+  async open(req: RawGet): Promise<Readable> {
+    this.requests.push({ kind: 'watch', query: new URL(req.path, 'http://x').searchParams, accept: req.accept });
+    const answer = this.watches.shift();
+    if (answer instanceof Error) throw answer;
+    if (answer) return Readable.from(answer.map((line) => `${JSON.stringify(line)}\n`));
+    const open = new Readable({ read() {} });
+    req.signal?.addEventListener('abort', () => open.destroy(Object.assign(new Error('aborted'), { name: 'AbortError' })), { once: true });
+    return open;
+  }
+}
+
+function reflectorOver(api: ScriptedApi, namespace?: string): { reflector: Reflector<MetadataItem>; store: MetadataStore; stop: () => Promise<void> } {
+  const store = new MetadataStore();
+  const reflector = new Reflector<MetadataItem>({
+    api,
+    resource: { group: '', version: 'v1', plural: 'configmaps' },
+    namespace,
+    accept: { list: 'list-accept', watch: 'watch-accept' },
+    decode: (raw) => decodeMetadata(raw, 'ignore'),
+    store,
+    logger: pino({ level: 'silent' }),
+    retryInitialMs: 1,
+    retryMaxMs: 4,
+  });
+  const abort = new AbortController();
+  reflector.start(abort.signal);
+  return {
+    reflector,
+    store,
+    stop: async () => {
+      abort.abort();
+      await reflector.stopped();
+    },
+  };
+}
+
+describe('Reflector', () => {
+  let stop: (() => Promise<void>) | undefined;
+  afterEach(async () => {
+    await stop?.();
+    stop = undefined;
+  });
+
+  it('lists page by page, then watches from the list with bookmarks, and resumes from the last resourceVersion', async () => {
+    const api = new ScriptedApi(
+      [
+        { rv: '10', items: [obj('a', '3')], continue: 'page-2' },
+        { rv: '10', items: [obj('b', '4')] },
+      ],
+      [[event('ADDED', obj('c', '11')), event('MODIFIED', obj('a', '12')), event('BOOKMARK', { metadata: { resourceVersion: '15' } })]],
+    );
+    const r = reflectorOver(api, 'ns');
+    stop = r.stop;
+    await vi.waitFor(() => expect(api.requests).toHaveLength(4), { timeout: 2_000 });
+    const [first, second, watch, resumed] = api.requests;
+    expect(first?.query.get('limit')).toBe('500');
+    expect(first?.query.has('continue')).toBe(false);
+    expect(first?.accept).toBe('list-accept');
+    expect(second?.query.get('continue')).toBe('page-2');
+    expect(watch?.kind).toBe('watch');
+    expect(watch?.accept).toBe('watch-accept');
+    expect(Object.fromEntries(watch!.query)).toMatchObject({ watch: 'true', allowWatchBookmarks: 'true', resourceVersion: '10' });
+    expect(Number(watch?.query.get('timeoutSeconds'))).toBeGreaterThanOrEqual(300);
+    expect(resumed?.kind).toBe('watch');
+    expect(resumed?.query.get('resourceVersion')).toBe('15');
+    expect(r.reflector.synced()).toBe(true);
+    expect(r.reflector.resourceVersion()).toBe('15');
+    expect(r.store.get('ns', 'a')?.resourceVersion).toBe('12');
+    expect(r.store.get('ns', 'b')?.resourceVersion).toBe('4');
+    expect(r.store.get('ns', 'c')?.resourceVersion).toBe('11');
+  });
+
+  it('relists when the watch says 410 Gone, and the store tells what changed meanwhile', async () => {
+    const api = new ScriptedApi(
+      [
+        { rv: '10', items: [obj('a', '3'), obj('b', '4')] },
+        { rv: '50', items: [obj('a', '40')] },
+      ],
+      [[event('ERROR', { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version: 10 (45)' })]],
+    );
+    const r = reflectorOver(api);
+    stop = r.stop;
+    const changes: string[] = [];
+    r.store.onEvent((e) => changes.push(`${e.type} ${e.name}`));
+    await vi.waitFor(() => expect(api.requests.map((q) => q.kind)).toEqual(['list', 'watch', 'list', 'watch']), { timeout: 2_000 });
+    expect(api.requests[2]?.query.has('resourceVersion')).toBe(false);
+    expect(api.requests[3]?.query.get('resourceVersion')).toBe('50');
+    expect(changes).toEqual(['added a', 'added b', 'deleted b', 'updated a']);
+    expect(r.store.size()).toBe(1);
+  });
+
+  it('relists after an HTTP 410 to the watch request', async () => {
+    const api = new ScriptedApi(
+      [{ rv: '10', items: [] }, { rv: '20', items: [obj('x', '19')] }],
+      [new ApiStatusError('GET', '/api/v1/configmaps', 410, 'Expired', 'too old')],
+    );
+    const r = reflectorOver(api);
+    stop = r.stop;
+    await vi.waitFor(() => expect(r.store.get('ns', 'x')).toBeDefined(), { timeout: 2_000 });
+    expect(r.reflector.resourceVersion()).toBe('20');
+  });
+
+  it('retries a failing list and a failing watch, and is not synced until a list got through', async () => {
+    const api = new ScriptedApi(
+      [new Error('connect ECONNREFUSED'), new ApiStatusError('GET', '/api/v1/configmaps', 503, 'ServiceUnavailable', ''), { rv: '7', items: [obj('a', '7')] }],
+      [new Error('socket hang up'), [event('ADDED', obj('b', '8'))]],
+    );
+    const r = reflectorOver(api);
+    stop = r.stop;
+    await vi.waitFor(() => expect(r.store.get('ns', 'b')).toBeDefined(), { timeout: 2_000 });
+    expect(api.requests.map((q) => q.kind).slice(0, 5)).toEqual(['list', 'list', 'list', 'watch', 'watch']);
+    // The failed watch is resumed from the list, not relisted.
+    expect(api.requests[4]?.query.get('resourceVersion')).toBe('7');
+    expect(r.reflector.synced()).toBe(true);
+  });
+
+  it('skips an object it cannot read instead of replaying it forever', async () => {
+    const api = new ScriptedApi([{ rv: '1', items: [{ metadata: { name: 'broken' } }, obj('ok', '1')] }], [[event('ADDED', { metadata: {} }), event('ADDED', obj('later', '3'))]]);
+    const r = reflectorOver(api);
+    stop = r.stop;
+    await vi.waitFor(() => expect(r.store.get('ns', 'later')).toBeDefined(), { timeout: 2_000 });
+    expect(r.store.size()).toBe(2);
+  });
+
+  it('stops at once when its signal aborts, also while backing off', async () => {
+    const api = new ScriptedApi([new Error('down')], []);
+    const store = new MetadataStore();
+    const reflector = new Reflector<MetadataItem>({
+      api,
+      resource: { group: '', version: 'v1', plural: 'configmaps' },
+      accept: { list: 'l', watch: 'w' },
+      decode: (raw) => decodeMetadata(raw, 'ignore'),
+      store,
+      logger: pino({ level: 'silent' }),
+      retryInitialMs: 60_000,
+    });
+    const abort = new AbortController();
+    reflector.start(abort.signal);
+    await vi.waitFor(() => expect(api.requests).toHaveLength(1), { timeout: 2_000 });
+    const started = Date.now();
+    abort.abort();
+    await reflector.stopped();
+    expect(Date.now() - started).toBeLessThan(1_000);
+    expect(reflector.synced()).toBe(false);
+  });
+});
+
+describe('retryDelayMs', () => {
+  it('doubles per failure up to the cap, with up to 20% jitter', () => {
+    const none = (): number => 0;
+    expect([1, 2, 3, 4, 5, 6, 7, 8].map((n) => retryDelayMs(n, 800, 30_000, none))).toEqual([800, 1600, 3200, 6400, 12800, 25600, 30000, 30000]);
+    expect(retryDelayMs(1, 800, 30_000, () => 1)).toBe(960);
+  });
+});
+
+describe('resourceUrlPath', () => {
+  it('builds core and group paths, cluster-wide and namespaced', () => {
+    expect(resourceUrlPath({ group: '', version: 'v1', plural: 'secrets' }, undefined)).toBe('/api/v1/secrets');
+    expect(resourceUrlPath({ group: 'apps', version: 'v1', plural: 'statefulsets' }, 'prod')).toBe('/apis/apps/v1/namespaces/prod/statefulsets');
+  });
+});
