@@ -115,15 +115,30 @@ export function desiredAnnotations(
     Secret: ignoredNames(annotations, IGNORE_SECRETS_ANNOTATION),
   };
 
+  const current = set.spec?.template?.metadata?.annotations ?? {};
   const desired: DesiredAnnotation[] = [];
   for (const { kind, name } of referencedObjects(set.spec?.template)) {
     if (ignored[kind].has(name)) continue;
     const version = lookup(kind, namespace, name);
     if (version?.ignored) continue;
+    const key = annotationKey(kind, name);
     const value = version ? `${version.uid}/${version.resourceVersion}` : ABSENT;
-    desired.push({ key: annotationKey(kind, name), kind, name, value });
+    desired.push({ key, kind, name, value: newerOf(value, current[key]) });
   }
   return desired;
+}
+
+/**
+ * A replica whose cache lags behind another's must not move an annotation back to an older
+ * version of the same object: that would roll the set twice (back, then forward again).
+ * resourceVersions of one object are etcd revisions, so a larger one is newer.
+ */
+function newerOf(cached: string, current: string | undefined): string {
+  if (current === undefined || cached === ABSENT) return cached;
+  const [uid, rv] = cached.split('/');
+  const [curUid, curRv] = current.split('/');
+  if (uid !== curUid || !rv || !curRv || !/^\d+$/.test(rv) || !/^\d+$/.test(curRv)) return cached;
+  return BigInt(curRv) > BigInt(rv) ? current : cached;
 }
 
 /** The template's annotations with every rollguard annotation replaced by `desired`. */

@@ -288,3 +288,27 @@ describe('withDesiredAnnotations and annotationChanges', () => {
     expect(Object.getPrototypeOf(result)).toBe(Object.prototype);
   });
 });
+
+describe('desiredAnnotations with a lagging cache', () => {
+  const set = (annotation?: string) => ({
+    metadata: { namespace: 'ns' },
+    spec: {
+      template: {
+        metadata: { annotations: annotation ? { 'configmap.rollguard.io/cfg': annotation } : {} },
+        spec: { containers: [{ name: 'c', envFrom: [{ configMapRef: { name: 'cfg' } }] }] },
+      },
+    },
+  });
+  const lookup = (rv: string) => () => ({ uid: 'u1', resourceVersion: rv, ignored: false });
+
+  it.each([
+    ['keeps a newer version of the same object that another replica wrote', 'u1/20', '10', 'u1/20'],
+    ['moves forward to the newer cached version', 'u1/10', '20', 'u1/20'],
+    ['takes the cached version of a recreated object (other uid)', 'u0/99', '10', 'u1/10'],
+    ['replaces absent', 'absent', '10', 'u1/10'],
+    ['ignores a value it cannot read', 'garbage', '10', 'u1/10'],
+  ])('%s', (_what, current, cachedRv, want) => {
+    const [d] = desiredAnnotations(set(current), lookup(cachedRv));
+    expect(d!.value).toBe(want);
+  });
+});
