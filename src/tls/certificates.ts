@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import forge from 'node-forge';
 
 export interface KeyPairPem {
@@ -5,12 +6,24 @@ export interface KeyPairPem {
   keyPem: string;
 }
 
+/** A key pair as a server presents it; `caPem` is the CA that signed it, when rollguard knows it. */
+export interface ServingKeyPair extends KeyPairPem {
+  caPem?: string;
+}
+
+/** Digests a certificate may be signed with; all are accepted by the API server's Go TLS stack. */
+export type SignatureDigest = 'sha256' | 'sha384' | 'sha512';
+
+/** SHA-256 with RSA: what every TLS client verifies and what the Kubernetes PKI itself uses. */
+export const DEFAULT_SIGNATURE_DIGEST: SignatureDigest = 'sha256';
+
 export interface CertificateOptions {
   commonName: string;
   /** lifetime in seconds */
   validitySeconds: number;
   keyBits: number;
   now?: Date;
+  digest?: SignatureDigest;
 }
 
 export interface LeafOptions extends CertificateOptions {
@@ -37,6 +50,17 @@ function randomSerial(): string {
   return forge.util.bytesToHex(String.fromCharCode(first) + bytes.slice(1));
 }
 
+function messageDigest(digest: SignatureDigest = DEFAULT_SIGNATURE_DIGEST): forge.md.MessageDigest {
+  switch (digest) {
+    case 'sha256':
+      return forge.md.sha256.create();
+    case 'sha384':
+      return forge.md.sha384.create();
+    case 'sha512':
+      return forge.md.sha512.create();
+  }
+}
+
 function validity(cert: forge.pki.Certificate, opts: CertificateOptions): void {
   const now = opts.now ?? new Date();
   cert.validity.notBefore = new Date(now.getTime() - CLOCK_SKEW_ALLOWANCE_SECONDS * 1000);
@@ -57,7 +81,7 @@ export async function createCertificateAuthority(opts: CertificateOptions): Prom
     { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
     { name: 'subjectKeyIdentifier' },
   ]);
-  cert.sign(keys.privateKey, forge.md.sha256.create());
+  cert.sign(keys.privateKey, messageDigest(opts.digest));
   return { certPem: forge.pki.certificateToPem(cert), keyPem: forge.pki.privateKeyToPem(keys.privateKey) };
 }
 
@@ -90,7 +114,7 @@ export async function createSignedCertificate(ca: KeyPairPem, opts: LeafOptions)
   ];
   if (altNames.length > 0) extensions.push({ name: 'subjectAltName', altNames });
   cert.setExtensions(extensions);
-  cert.sign(caKey, forge.md.sha256.create());
+  cert.sign(caKey, messageDigest(opts.digest));
   return { certPem: forge.pki.certificateToPem(cert), keyPem: forge.pki.privateKeyToPem(keys.privateKey) };
 }
 
@@ -130,4 +154,32 @@ export function isSignedBy(leafPem: string, caPem: string): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * When a certificate made here was issued: its notBefore is backdated by the clock skew
+ * allowance, so renewal and grace periods measured from notBefore would start early.
+ */
+export function issuedAt(info: CertificateInfo): Date {
+  const issued = info.notBefore.getTime() + CLOCK_SKEW_ALLOWANCE_SECONDS * 1000;
+  return new Date(Math.min(issued, info.notAfter.getTime()));
+}
+
+/** True when `keyPem` is the private key of the first certificate in `certPem`. */
+export function keyMatchesCertificate(certPem: string, keyPem: string): boolean {
+  try {
+    return new crypto.X509Certificate(certPem).checkPrivateKey(crypto.createPrivateKey(keyPem));
+  } catch {
+    return false;
+  }
+}
+
+/** SHA-256 fingerprint of the first certificate in a PEM (colon-separated hex), for comparing and logging. */
+export function certificateFingerprint(pem: string): string {
+  return new crypto.X509Certificate(pem).fingerprint256;
+}
+
+/** notAfter of the first certificate in a PEM; unlike `certificateInfo` it reads any key type (a BYO certificate may be ECDSA). */
+export function certificateNotAfter(pem: string): Date {
+  return new crypto.X509Certificate(pem).validToDate;
 }

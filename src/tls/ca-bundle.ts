@@ -1,0 +1,204 @@
+import { AdmissionregistrationV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { Runnable } from '../manager.js';
+import { NamedObjectWatch } from './named-object-watch.js';
+import type { CertificateBundle } from './secret-store.js';
+
+const INITIAL_RETRY_MS = 250;
+/** A caBundle that cannot be written is retried at least this often; readiness says no meanwhile. */
+const MAX_RETRY_MS = 30_000;
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----([\s\S]*?)-----END CERTIFICATE-----/g;
+
+export interface ObservedWebhook {
+  name: string;
+  /** base64 of the PEM bundle, as stored */
+  caBundle?: string;
+}
+
+export interface ObservedWebhookConfiguration {
+  resourceVersion: string;
+  webhooks: ObservedWebhook[];
+}
+
+export interface JsonPatchOperation {
+  op: 'add';
+  path: string;
+  value: string;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The caBundle rollguard wants: the current CA, then during a CA rotation the previous one. */
+export function caBundlePem(bundle: Pick<CertificateBundle, 'ca' | 'previousCaPem'>): string {
+  const pems = [bundle.ca.certPem, ...(bundle.previousCaPem === undefined ? [] : [bundle.previousCaPem])];
+  return pems.map((p) => `${p.trim()}\n`).join('');
+}
+
+/** The certificates of a PEM bundle, each as its base64 DER without whitespace, for comparing by content. */
+export function pemCertificates(pem: string): string[] {
+  return [...pem.matchAll(PEM_CERTIFICATE)].map((m) => (m[1] ?? '').replace(/\s+/g, ''));
+}
+
+/** True when the base64 caBundle of a webhook holds the CA certificate `caPem`. */
+export function bundleHolds(caBundleBase64: string | undefined, caPem: string): boolean {
+  if (!caBundleBase64) return false;
+  const wanted = pemCertificates(caPem)[0];
+  if (wanted === undefined) return false;
+  return pemCertificates(Buffer.from(caBundleBase64, 'base64').toString('utf8')).includes(wanted);
+}
+
+/** Reads a MutatingWebhookConfiguration as the API returns it (typed client or raw watch event). */
+export function observedWebhookConfiguration(object: unknown): ObservedWebhookConfiguration | undefined {
+  if (!isRecord(object)) return undefined;
+  const metadata = isRecord(object.metadata) ? object.metadata : {};
+  const webhooks = Array.isArray(object.webhooks) ? object.webhooks : [];
+  return {
+    resourceVersion: typeof metadata.resourceVersion === 'string' ? metadata.resourceVersion : '',
+    webhooks: webhooks.filter(isRecord).map((w) => {
+      const clientConfig = isRecord(w.clientConfig) ? w.clientConfig : {};
+      const caBundle = typeof clientConfig.caBundle === 'string' ? clientConfig.caBundle : undefined;
+      return { name: typeof w.name === 'string' ? w.name : '', ...(caBundle === undefined ? {} : { caBundle }) };
+    }),
+  };
+}
+
+/**
+ * The JSON Patch that sets every webhook's caBundle to `desiredBase64`; empty when all are right.
+ * Every entry gets the same value, so a concurrent reorder cannot put a bundle on the wrong entry.
+ */
+export function caBundlePatch(observed: ObservedWebhookConfiguration, desiredBase64: string): JsonPatchOperation[] {
+  return observed.webhooks.flatMap((w, i) =>
+    w.caBundle === desiredBase64 ? [] : [{ op: 'add' as const, path: `/webhooks/${i}/clientConfig/caBundle`, value: desiredBase64 }],
+  );
+}
+
+export interface CaBundleInjectorOptions {
+  kubeConfig: KubeConfig;
+  /** name of the MutatingWebhookConfiguration */
+  name: string;
+  logger: Logger;
+}
+
+/**
+ * Keeps the caBundle of every webhook of one MutatingWebhookConfiguration equal to what the Secret says:
+ * watches the configuration and writes it back whenever it differs (after our own rotation or someone's edit).
+ */
+export class CaBundleInjector implements Runnable {
+  readonly name: string;
+  private readonly api: AdmissionregistrationV1Api;
+  private readonly watch: NamedObjectWatch;
+  private readonly log: Logger;
+  private observed: ObservedWebhookConfiguration | undefined;
+  private desiredBase64: string | undefined;
+  private readonly listeners = new Set<() => void>();
+  private syncing: Promise<void> | undefined;
+  private again = false;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private retryMs = INITIAL_RETRY_MS;
+  private signal: AbortSignal | undefined;
+
+  constructor(private readonly opts: CaBundleInjectorOptions) {
+    this.name = `ca-bundle-injector ${opts.name}`;
+    this.log = opts.logger.child({ component: 'ca-bundle-injector', mutatingWebhookConfiguration: opts.name });
+    this.api = opts.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+    this.watch = new NamedObjectWatch({
+      kubeConfig: opts.kubeConfig,
+      path: '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations',
+      name: opts.name,
+      list: async (fieldSelector) => {
+        const list = await this.api.listMutatingWebhookConfiguration({ fieldSelector });
+        return { items: list.items, resourceVersion: list.metadata?.resourceVersion ?? '' };
+      },
+      onObject: (object) => this.observe(object),
+      logger: this.log,
+    });
+  }
+
+  async start(signal: AbortSignal): Promise<void> {
+    this.signal = signal;
+    signal.addEventListener('abort', () => clearTimeout(this.retryTimer), { once: true });
+    await this.watch.start(signal);
+  }
+
+  async stopped(): Promise<void> {
+    await this.watch.stopped();
+    await this.syncing;
+  }
+
+  /** The bundle every webhook should carry (PEM); written as soon as the configuration is seen. */
+  setDesired(bundlePem: string): void {
+    const base64 = Buffer.from(bundlePem, 'utf8').toString('base64');
+    if (base64 === this.desiredBase64) return;
+    this.desiredBase64 = base64;
+    this.sync();
+  }
+
+  /** True when the configuration exists and the caBundle of every one of its webhooks holds `caPem`. */
+  holds(caPem: string): boolean {
+    return this.observed !== undefined && this.observed.webhooks.every((w) => bundleHolds(w.caBundle, caPem));
+  }
+
+  /** Called after every observed change of the configuration. */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private observe(object: unknown): void {
+    const observed = observedWebhookConfiguration(object);
+    if (!observed && this.observed) {
+      this.log.warn('the MutatingWebhookConfiguration is gone; not ready until it is back with our CA');
+    }
+    this.observed = observed;
+    for (const listener of this.listeners) listener();
+    this.sync();
+  }
+
+  private sync(): void {
+    if (!this.signal || this.signal.aborted) return;
+    if (this.syncing) {
+      this.again = true;
+      return;
+    }
+    clearTimeout(this.retryTimer);
+    this.syncing = this.syncOnce()
+      .then(() => {
+        this.retryMs = INITIAL_RETRY_MS;
+      })
+      .catch((err: unknown) => {
+        this.log.warn({ err, retryInMs: this.retryMs }, 'could not write the caBundle');
+        clearTimeout(this.retryTimer);
+        this.retryTimer = setTimeout(() => this.sync(), this.retryMs);
+        this.retryMs = Math.min(this.retryMs * 2, MAX_RETRY_MS);
+      })
+      .finally(() => {
+        this.syncing = undefined;
+        if (this.again) {
+          this.again = false;
+          this.sync();
+        }
+      });
+  }
+
+  private async syncOnce(): Promise<void> {
+    const observed = this.observed;
+    const desired = this.desiredBase64;
+    if (!observed || desired === undefined) return;
+    const patch = caBundlePatch(observed, desired);
+    if (patch.length === 0) return;
+    try {
+      await this.api.patchMutatingWebhookConfiguration({ name: this.opts.name, body: patch });
+    } catch (err) {
+      throw new Error(
+        `patching the caBundle of ${patch.length} webhook(s) of MutatingWebhookConfiguration ${this.opts.name} (seen at resourceVersion ${observed.resourceVersion}): ${err instanceof Error ? err.message : String(err)}`,
+        { cause: err },
+      );
+    }
+    this.log.info(
+      { webhooks: patch.length, seenResourceVersion: observed.resourceVersion },
+      'set the caBundle of the MutatingWebhookConfiguration',
+    );
+  }
+}
