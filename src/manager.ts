@@ -22,12 +22,24 @@ export class Manager {
     private readonly log: Logger,
   ) {}
 
+  /**
+   * When a part fails to start, or stop() is called meanwhile, every part started so far (the
+   * failing one too: it may have started pieces of itself) is stopped before this rejects.
+   */
   async start(): Promise<void> {
     for (const runnable of this.runnables) {
+      // stop() only stops what had started when it was called; nothing may start after it
+      if (this.stopping) throw new Error(`stopped while starting; ${runnable.name} and the parts after it were not started`);
       const controller = new AbortController();
       this.log.info({ runnable: runnable.name }, 'starting');
       this.started.push({ runnable, controller });
-      await runnable.start(controller.signal);
+      try {
+        await runnable.start(controller.signal);
+      } catch (err) {
+        this.log.error({ runnable: runnable.name, err }, 'start failed; stopping what started');
+        await this.stop();
+        throw err;
+      }
       this.log.info({ runnable: runnable.name }, 'started');
     }
   }

@@ -1,4 +1,12 @@
-import { CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import {
+  CoordinationV1Api,
+  Observable,
+  V1MicroTime,
+  type KubeConfig,
+  type ObservableMiddleware,
+  type RequestContext,
+  type V1Lease,
+} from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Runnable } from '../manager.js';
 
@@ -58,8 +66,11 @@ export class LeaderElector implements Runnable {
     let lastRenew = 0;
     while (!signal.aborted) {
       let ok = false;
+      // A leader must know by its renew deadline whether it still leads: a request that hangs
+      // (API server unreachable, packets dropped) must not keep it leading after its lease ran out.
+      const attemptMs = this.leading ? Math.max(retryPeriodMs, lastRenew + renewDeadlineMs - Date.now()) : renewDeadlineMs;
       try {
-        ok = await this.tryAcquireOrRenew();
+        ok = await this.tryAcquireOrRenew(requestOptions(attemptMs));
       } catch (err) {
         logger.warn({ err: errorText(err), lease: this.opts.leaseName }, 'leader election: lease request failed');
       }
@@ -97,13 +108,13 @@ export class LeaderElector implements Runnable {
   }
 
   /** Returns true when we hold the lease after this call. */
-  private async tryAcquireOrRenew(): Promise<boolean> {
+  private async tryAcquireOrRenew(options: RequestOptions): Promise<boolean> {
     const { namespace, leaseName: name, identity, leaseDurationMs } = this.opts;
     const now = new V1MicroTime(Date.now());
     const durationSeconds = Math.max(1, Math.ceil(leaseDurationMs / 1000));
     let lease: V1Lease;
     try {
-      lease = await this.api.readNamespacedLease({ name, namespace });
+      lease = await this.api.readNamespacedLease({ name, namespace }, options);
     } catch (err) {
       if (statusCode(err) !== 404) throw err;
       try {
@@ -113,7 +124,7 @@ export class LeaderElector implements Runnable {
             metadata: { name, namespace },
             spec: { holderIdentity: identity, leaseDurationSeconds: durationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
           },
-        });
+        }, options);
         this.currentHolder = identity;
         return true;
       } catch (createErr) {
@@ -122,7 +133,8 @@ export class LeaderElector implements Runnable {
       }
     }
     const spec = lease.spec ?? {};
-    const record = `${spec.holderIdentity ?? ''}|${spec.renewTime?.toISOString() ?? ''}|${lease.metadata?.resourceVersion}`;
+    // renewTime may arrive as a string: only its identity matters here
+    const record = `${spec.holderIdentity ?? ''}|${String(spec.renewTime ?? '')}|${lease.metadata?.resourceVersion}`;
     if (this.observed?.record !== record) this.observed = { record, at: Date.now() };
     this.currentHolder = spec.holderIdentity || undefined;
     const heldByOther = !!spec.holderIdentity && spec.holderIdentity !== identity;
@@ -138,11 +150,12 @@ export class LeaderElector implements Runnable {
         leaseDurationSeconds: durationSeconds,
         renewTime: now,
         acquireTime: taking ? now : spec.acquireTime,
-        leaseTransitions: (spec.leaseTransitions ?? 0) + (taking && spec.holderIdentity ? 1 : 0),
+        // a lease released on shutdown has no holder, and taking it is a change of leader all the same (as in client-go)
+        leaseTransitions: (spec.leaseTransitions ?? 0) + (taking ? 1 : 0),
       },
     };
     try {
-      await this.api.replaceNamespacedLease({ name, namespace, body });
+      await this.api.replaceNamespacedLease({ name, namespace, body }, options);
     } catch (err) {
       if (statusCode(err) === 409) return false;
       throw err;
@@ -153,21 +166,41 @@ export class LeaderElector implements Runnable {
 
   /** Hands the lease back so another replica takes over at once instead of after leaseDuration. */
   private async release(): Promise<void> {
-    const { namespace, leaseName: name, identity } = this.opts;
+    const { namespace, leaseName: name, identity, renewDeadlineMs } = this.opts;
+    // shutdown waits for this; the lease runs out by itself if the API server does not answer
+    const options = requestOptions(renewDeadlineMs);
     try {
-      const lease = await this.api.readNamespacedLease({ name, namespace });
+      const lease = await this.api.readNamespacedLease({ name, namespace }, options);
       if (lease.spec?.holderIdentity !== identity) return;
-      await this.api.replaceNamespacedLease({
-        name,
-        namespace,
-        body: { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: new V1MicroTime(Date.now()) } },
-      });
+      await this.api.replaceNamespacedLease(
+        {
+          name,
+          namespace,
+          body: { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: new V1MicroTime(Date.now()) } },
+        },
+        options,
+      );
       this.currentHolder = undefined;
       this.opts.logger.info({ lease: name }, 'leader election: released the lease');
     } catch (err) {
       this.opts.logger.warn({ err: errorText(err), lease: name }, 'leader election: could not release the lease');
     }
   }
+}
+
+type RequestOptions = NonNullable<Parameters<CoordinationV1Api['readNamespacedLease']>[1]>;
+
+/** Options for lease requests that give up after `timeoutMs`, all of them together. */
+function requestOptions(timeoutMs: number): RequestOptions {
+  const signal = AbortSignal.timeout(timeoutMs);
+  const abortAfterTimeout: ObservableMiddleware = {
+    pre: (context: RequestContext) => {
+      context.setSignal(signal);
+      return new Observable(Promise.resolve(context));
+    },
+    post: (context) => new Observable(Promise.resolve(context)),
+  };
+  return { middleware: [abortAfterTimeout], middlewareMergeStrategy: 'append' };
 }
 
 export function statusCode(err: unknown): number | undefined {

@@ -149,6 +149,10 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       '--disable-admission-plugins=ServiceAccount',
       '--allow-privileged=true',
       '--endpoint-reconciler-type=none',
+      // every request's user, verb and resource: the RBAC test compares them with deploy/'s roles
+      `--audit-policy-file=${pki.file('audit-policy.yaml')}`,
+      `--audit-log-path=${path.join(dir, 'audit.log')}`,
+      '--audit-log-format=json',
       '--profiling=false',
       '--v=1',
     ]);
@@ -224,6 +228,21 @@ async function writePki(dir: string): Promise<Pki> {
   });
   const sa = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
   fs.writeFileSync(file('ca.crt'), ca.certPem);
+  // tests sign client certificates of their own (a service account's identity) with it
+  fs.writeFileSync(file('ca.key'), ca.keyPem, { mode: 0o600 });
+  fs.writeFileSync(
+    file('audit-policy.yaml'),
+    [
+      'apiVersion: audit.k8s.io/v1',
+      'kind: Policy',
+      'omitStages: [RequestReceived]',
+      'rules:',
+      '  - level: None',
+      '    users: ["system:kube-controller-manager", "system:apiserver", "rollguard-test-admin"]',
+      '  - level: Metadata',
+      '',
+    ].join('\n'),
+  );
   fs.writeFileSync(file('apiserver.crt'), apiserver.certPem);
   fs.writeFileSync(file('apiserver.key'), apiserver.keyPem, { mode: 0o600 });
   fs.writeFileSync(file('sa.pub'), sa.publicKey.export({ type: 'spki', format: 'pem' }));

@@ -1,5 +1,6 @@
 import type { TestProject } from 'vitest/node';
 import { startControlPlane } from './control-plane.js';
+import { buildRollguard } from './rollguard-process.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -12,6 +13,8 @@ declare module 'vitest' {
 /** One real control plane for the whole integration project; each test file makes its own namespace. */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const started = Date.now();
+  // tests that need rollguard as a real process (signals, two replicas) run the compiled CLI
+  buildRollguard();
   const cp = await startControlPlane();
   console.log(`[control-plane] ready at ${cp.server} in ${Date.now() - started} ms (logs in ${cp.dir})`);
   project.provide('kubeconfigPath', cp.kubeconfigPath);

@@ -1,0 +1,240 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { Config } from './config.js';
+import { LeaderElector } from './kube/leader-election.js';
+import { createLogger } from './logger.js';
+import { Manager, type Runnable } from './manager.js';
+import { createMetrics } from './metrics.js';
+import { createAdmissionHandler } from './restarter/admission-handler.js';
+import { createRestarterController } from './restarter/controller.js';
+import { AdminServer } from './server/admin-server.js';
+import { createWebhookServer } from './server/webhook-server.js';
+import { createCertificateSource } from './tls/certificate-source.js';
+import { VERSION } from './version.js';
+
+const SERVICE_ACCOUNT_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
+const FALLBACK_NAMESPACE = 'rollguard-system';
+
+export interface RunningRollguard {
+  webhookPort(): number;
+  adminPort(): number;
+  /** certificate loaded, caBundle holds its CA, caches synced, not shutting down */
+  ready(): boolean;
+  status(): RollguardStatus;
+  /** The one shutdown path: readiness off, drain delay, then every part stopped in reverse order. */
+  shutdown(): Promise<void>;
+  /** Stops at once, without the drain delay (tests, dev mode). */
+  stop(): Promise<void>;
+}
+
+export interface RollguardStatus {
+  version: string;
+  identity: string;
+  shutting_down: boolean;
+  ready: boolean;
+  not_ready_reasons: string[];
+  admission: { in_flight: number };
+  reconcile: { in_flight: number; queued: number };
+  leader: { enabled: boolean; leader: boolean; holder?: string };
+  caches: Record<string, { synced: boolean; objects: number }>;
+  certificate: { source: string; not_after?: string; ca_not_after?: string };
+}
+
+/** rollguard's own namespace: the flag, else the pod's (downward API or service account), else rollguard-system. */
+function ownNamespace(config: Config): string {
+  if (config.namespace) return config.namespace;
+  if (process.env.POD_NAMESPACE) return process.env.POD_NAMESPACE;
+  try {
+    return fs.readFileSync(SERVICE_ACCOUNT_NAMESPACE_FILE, 'utf8').trim();
+  } catch {
+    return FALLBACK_NAMESPACE;
+  }
+}
+
+/** Starts every part of rollguard in dependency order; the caller owns signals. */
+export async function startRollguard(config: Config, kubeConfig: KubeConfig, logger: Logger): Promise<RunningRollguard> {
+  const namespace = ownNamespace(config);
+  const identity = `${os.hostname()}_${process.pid}`;
+  const metrics = createMetrics();
+  let shuttingDown = false;
+  // The admin server answers /readyz from the start, the webhook listens last: until it does, a
+  // Service that trusted /readyz would send reviews to a closed port (refused, the review fails).
+  let started = false;
+
+  const restarter = createRestarterController({
+    kubeConfig,
+    namespaces: config.watchNamespaces.length > 0 ? config.watchNamespaces : undefined,
+    debounceMs: config.debounce,
+    maxRestartsPerSecond: config.maxRestartsPerSecond,
+    workers: config.workers,
+    resyncPeriodMs: config.resyncPeriod,
+    logger,
+    metrics,
+    instance: identity,
+  });
+
+  const certificates = createCertificateSource({
+    logger,
+    metrics,
+    ...(config.tlsCertFile ? { tlsCertFile: config.tlsCertFile, tlsKeyFile: config.tlsKeyFile } : {}),
+    kubeConfig,
+    namespace,
+    secretName: config.tlsSecret,
+    serviceName: config.serviceName,
+    webhookConfigurationName: config.webhookConfiguration || undefined,
+    extraDnsNames: config.tlsExtraDnsNames,
+    extraIpAddresses: config.tlsExtraIps,
+    caValiditySeconds: config.caValidity / 1000,
+    servingValiditySeconds: config.certValidity / 1000,
+    renewBeforeSeconds: config.certRenewBefore / 1000,
+    keyBits: config.keyBits,
+  });
+
+  const notReadyReasons = (): string[] => {
+    const reasons: string[] = [];
+    if (!started) reasons.push('starting: the webhook server is not listening yet');
+    if (shuttingDown) reasons.push('shutting down');
+    if (!certificates.ready()) reasons.push('certificate not loaded or caBundle without its CA');
+    if (!restarter.cachesSynced()) reasons.push('caches not synced');
+    return reasons;
+  };
+  const ready = (): boolean => notReadyReasons().length === 0;
+
+  const webhook = createWebhookServer({
+    host: config.webhookHost,
+    port: config.webhookPort,
+    certificates,
+    handler: createAdmissionHandler({ cachesSynced: restarter.cachesSynced, lookup: restarter.lookup, metrics }),
+    isReady: ready,
+    logger: logger.child({ server: 'webhook' }),
+    metrics,
+  });
+
+  const leaderRunnables: Runnable[] = [restarter.workers];
+  const elector = config.leaderElection
+    ? new LeaderElector({
+        kubeConfig,
+        namespace,
+        leaseName: config.leaseName,
+        identity,
+        leaseDurationMs: config.leaseDuration,
+        renewDeadlineMs: config.renewDeadline,
+        retryPeriodMs: config.retryPeriod,
+        logger,
+        onStartedLeading: async (signal) => {
+          metrics.leader.set(1);
+          for (const r of leaderRunnables) await r.start(signal);
+        },
+        onStoppedLeading: async () => {
+          for (const r of [...leaderRunnables].reverse()) await r.stopped();
+          metrics.leader.set(0);
+        },
+      })
+    : undefined;
+
+  const status = (): RollguardStatus => {
+    const r = restarter.status();
+    const leader = elector?.status();
+    const cert = certificates.status();
+    return {
+      version: VERSION,
+      identity,
+      shutting_down: shuttingDown,
+      ready: ready(),
+      not_ready_reasons: notReadyReasons(),
+      admission: { in_flight: webhook.inFlight() },
+      reconcile: { in_flight: r.inFlight, queued: r.queued },
+      leader: { enabled: elector !== undefined, leader: leader ? leader.leader : true, holder: leader ? leader.holder : identity },
+      caches: r.cache,
+      certificate: { source: cert.source, not_after: cert.notAfter, ca_not_after: cert.caNotAfter },
+    };
+  };
+
+  const admin = new AdminServer({
+    host: config.adminHost,
+    port: config.adminPort,
+    logger,
+    registry: metrics.registry,
+    status,
+    live: () => true,
+    ready: () => ({ ready: ready(), reasons: notReadyReasons() }),
+  });
+
+  // started in this order, stopped in reverse: the webhook stops first, the admin server last
+  const manager = new Manager(
+    [admin, restarter.caches, ...(elector ? [elector] : leaderRunnables), certificates, webhook],
+    logger,
+  );
+  // a part that fails to start stops the parts started before it, so nothing is left running
+  await manager.start();
+  started = true;
+  if (!elector) metrics.leader.set(1);
+
+  let shutdownPromise: Promise<void> | undefined;
+  return {
+    webhookPort: () => webhook.address().port,
+    adminPort: () => admin.address().port,
+    ready,
+    status,
+    shutdown: () => {
+      shutdownPromise ??= (async () => {
+        shuttingDown = true;
+        webhook.drain();
+        logger.info({ delayMs: config.shutdownDelay }, 'shutdown: not ready any more; serving on while endpoints move');
+        await new Promise((r) => setTimeout(r, config.shutdownDelay));
+        logger.info({ inFlight: webhook.inFlight() }, 'shutdown: stopping every part');
+        await manager.stop();
+        logger.info('shutdown: done');
+      })();
+      return shutdownPromise;
+    },
+    stop: () => {
+      shuttingDown = true;
+      return manager.stop();
+    },
+  };
+}
+
+function loadKubeConfig(path: string): KubeConfig {
+  const kc = new KubeConfig();
+  if (path) kc.loadFromFile(path);
+  else kc.loadFromDefault();
+  return kc;
+}
+
+/** `rollguard serve`: runs until SIGTERM/SIGINT; a second signal exits at once. */
+export async function serve(config: Config): Promise<number> {
+  const logger = createLogger(config.logLevel);
+  logger.info({ version: VERSION, pid: process.pid }, 'rollguard starting');
+  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  const running = await startRollguard(config, kubeConfig, logger);
+  logger.info({ webhookPort: running.webhookPort(), adminPort: running.adminPort() }, 'rollguard started');
+
+  return new Promise<number>((resolve) => {
+    let signalled = false;
+    const onSignal = (signal: NodeJS.Signals): void => {
+      if (signalled) {
+        logger.warn({ signal }, 'second signal: exiting at once');
+        process.exit(1);
+      }
+      signalled = true;
+      logger.info({ signal, timeoutMs: config.shutdownTimeout }, 'shutdown: signal received');
+      const timer = setTimeout(() => {
+        logger.error({ timeoutMs: config.shutdownTimeout }, 'shutdown: timed out; exiting with work unfinished');
+        process.exit(1);
+      }, config.shutdownTimeout);
+      timer.unref();
+      running.shutdown().then(
+        () => resolve(0),
+        (err: unknown) => {
+          logger.error({ err }, 'shutdown failed');
+          resolve(1);
+        },
+      );
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+}

@@ -1,0 +1,113 @@
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort } from './ports.js';
+import { waitFor } from './wait.js';
+
+const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const CLI = path.join(REPO_ROOT, 'dist', 'src', 'cli.js');
+
+/** Compiles rollguard once so tests can run it as a real process, signals and all. */
+export function buildRollguard(): void {
+  execFileSync(process.execPath, [path.join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], {
+    cwd: REPO_ROOT,
+    stdio: 'inherit',
+  });
+}
+
+export interface RollguardProcess {
+  name: string;
+  child: ChildProcess;
+  webhookPort: number;
+  adminPort: number;
+  adminUrl: string;
+  logFile: string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** the parsed JSON log lines so far */
+  logLines(): Record<string, unknown>[];
+  status(): Promise<Record<string, unknown>>;
+  waitReady(timeoutMs?: number): Promise<void>;
+  /** SIGKILL if still running; for afterAll/finally */
+  kill(): Promise<void>;
+}
+
+export interface RollguardProcessOptions {
+  name: string;
+  kubeconfigPath: string;
+  args?: string[];
+  env?: Record<string, string>;
+  /** Ports of a replica started again behind a balancer that knows them; free ones by default. */
+  webhookPort?: number;
+  adminPort?: number;
+}
+
+/** `rollguard serve` as a child process on free loopback ports; its log goes to a file. */
+export async function startRollguardProcess(opts: RollguardProcessOptions): Promise<RollguardProcess> {
+  if (!fs.existsSync(CLI)) throw new Error(`${CLI} is missing: the integration global setup builds it`);
+  const webhookPort = opts.webhookPort ?? (await freePort());
+  const adminPort = opts.adminPort ?? (await freePort());
+  const logFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'rollguard-proc-')), `${opts.name}.log`);
+  const fd = fs.openSync(logFile, 'a');
+  const child = spawn(
+    process.execPath,
+    [
+      CLI,
+      'serve',
+      `--kubeconfig=${opts.kubeconfigPath}`,
+      '--webhook-host=127.0.0.1',
+      `--webhook-port=${webhookPort}`,
+      '--admin-host=127.0.0.1',
+      `--admin-port=${adminPort}`,
+      '--tls-extra-ips=127.0.0.1',
+      ...(opts.args ?? []),
+    ],
+    { stdio: ['ignore', fd, fd], env: { ...process.env, ...opts.env } },
+  );
+  fs.closeSync(fd);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
+  let done = false;
+  void exited.then(() => (done = true));
+  const adminUrl = `http://127.0.0.1:${adminPort}`;
+  const logLines = (): Record<string, unknown>[] =>
+    fs
+      .readFileSync(logFile, 'utf8')
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+  const proc: RollguardProcess = {
+    name: opts.name,
+    child,
+    webhookPort,
+    adminPort,
+    adminUrl,
+    logFile,
+    exited,
+    logLines,
+    async status() {
+      const res = await fetch(`${adminUrl}/status`, { signal: AbortSignal.timeout(2_000) });
+      return (await res.json()) as Record<string, unknown>;
+    },
+    async waitReady(timeoutMs = 60_000) {
+      await waitFor(
+        `${opts.name} /readyz`,
+        async () => {
+          if (done) throw new Error(`${opts.name} exited; log:\n${fs.readFileSync(logFile, 'utf8').slice(-3000)}`);
+          const res = await fetch(`${adminUrl}/readyz`, { signal: AbortSignal.timeout(2_000) });
+          if (res.ok) return true;
+          throw new Error(`readyz ${res.status}: ${await res.text()}`);
+        },
+        { timeoutMs, intervalMs: 200 },
+      );
+    },
+    async kill() {
+      if (done) return;
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+  return proc;
+}
