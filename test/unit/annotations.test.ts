@@ -294,7 +294,7 @@ describe('desiredAnnotations with a lagging cache', () => {
     metadata: { namespace: 'ns' },
     spec: {
       template: {
-        metadata: { annotations: annotation ? { 'configmap.rollguard.io/cfg': annotation } : {} },
+        metadata: { annotations: (annotation ? { 'configmap.rollguard.io/cfg': annotation } : {}) as Record<string, string> },
         spec: { containers: [{ name: 'c', envFrom: [{ configMapRef: { name: 'cfg' } }] }] },
       },
     },

@@ -1,0 +1,165 @@
+import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
+import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
+import { FakeKubelet } from '../env/fake-kubelet.js';
+import { startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
+import { registerWebhook, type WebhookRegistration } from '../env/webhook-registration.js';
+import { waitFor, waitUntil } from '../env/wait.js';
+
+const CM_KEY = 'configmap.rollguard.io/app-config';
+const SECRET_KEY = 'secret.rollguard.io/app-secret';
+
+/** A labelled set that reads app-config as a volume and app-secret through envFrom. */
+function webSet(name: string, replicas = 3): V1StatefulSet {
+  const set = statefulSet(name, { replicas, labels: { [ENABLED_LABEL]: 'true' } });
+  const pod = set.spec!.template.spec!;
+  pod.containers[0]!.envFrom = [{ secretRef: { name: 'app-secret' } }];
+  pod.containers[0]!.volumeMounts = [{ name: 'config', mountPath: '/etc/app' }];
+  pod.volumes = [{ name: 'config', configMap: { name: 'app-config' } }];
+  return set;
+}
+
+// The restarter with its webhook deployed: rollguard as a real process, registered by URL.
+describe('restarter with the webhook', () => {
+  const { kc, core, apps } = testCluster();
+  let ns: string;
+  let own: string;
+  let rollguard: RollguardProcess;
+  let webhook: WebhookRegistration;
+  let kubelet: FakeKubelet;
+  /** every pod uid the API ever reported deleted, per set */
+  const deletedPods = new Map<string, Set<string>>();
+  let podWatch: NodeJS.Timeout | undefined;
+
+  beforeAll(async () => {
+    ns = await createNamespace(core, 'rw');
+    own = await createNamespace(core, 'rw-rollguard');
+    kubelet = new FakeKubelet(kc, ns).start();
+    rollguard = await startRollguardProcess({
+      name: 'restarter-webhook',
+      kubeconfigPath: testCluster().kubeconfigPath,
+      args: [`--namespace=${own}`, `--watch-namespaces=${ns}`, `--webhook-configuration=${ns}`, '--debounce=1s'],
+    });
+    webhook = await registerWebhook(kc, { name: ns, port: rollguard.webhookPort, namespace: ns });
+    await rollguard.waitReady();
+    // remember pod uids so a test can tell whether any pod was ever replaced
+    const seen = new Map<string, string>();
+    const poll = async (): Promise<void> => {
+      const pods = (await core.listNamespacedPod({ namespace: ns })).items;
+      const now = new Set(pods.map((p) => p.metadata!.uid!));
+      for (const [uid, set] of seen) {
+        if (!now.has(uid)) {
+          if (!deletedPods.has(set)) deletedPods.set(set, new Set());
+          deletedPods.get(set)!.add(uid);
+          seen.delete(uid);
+        }
+      }
+      for (const p of pods) seen.set(p.metadata!.uid!, ownerName(p));
+      podWatch = setTimeout(() => void poll().catch(() => undefined), 100);
+    };
+    await poll();
+  });
+
+  afterAll(async () => {
+    clearTimeout(podWatch);
+    await rollguard?.kill();
+    await webhook?.delete();
+    await kubelet?.stop();
+    await core.deleteNamespace({ name: ns }).catch(() => undefined);
+    await core.deleteNamespace({ name: own }).catch(() => undefined);
+  });
+  beforeEach(() => printControlPlaneLogsOnFailure());
+
+  async function readySet(name: string, generation?: number): Promise<V1StatefulSet> {
+    return waitFor(`${name} Ready on one revision${generation ? ` at generation ${generation}` : ''}`, async () => {
+      const s = await apps.readNamespacedStatefulSet({ name, namespace: ns });
+      const st = s.status;
+      const done =
+        st?.observedGeneration === s.metadata?.generation &&
+        st?.readyReplicas === s.spec?.replicas &&
+        st?.updatedReplicas === s.spec?.replicas &&
+        st?.currentRevision === st?.updateRevision &&
+        (generation === undefined || s.metadata?.generation === generation);
+      if (done) return s;
+      throw new Error(`generation ${s.metadata?.generation}, status ${JSON.stringify(st)}`);
+    }, { timeoutMs: 60_000 });
+  }
+
+  it('stores a new set already annotated: generation stays 1 and no pod is ever replaced', async () => {
+    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'app-config' }, data: { a: '1' } } });
+    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'app-secret' }, stringData: { p: 'x' } } });
+    const created = await apps.createNamespacedStatefulSet({ namespace: ns, body: webSet('first') });
+    // the object the API server stored (the response of the create) already carries them
+    const cm = await core.readNamespacedConfigMap({ name: 'app-config', namespace: ns });
+    const annotations = created.spec!.template.metadata!.annotations!;
+    expect(annotations[CM_KEY]).toBe(`${cm.metadata!.uid}/${cm.metadata!.resourceVersion}`);
+    expect(annotations[SECRET_KEY]).toMatch(/^[0-9a-f-]{36}\/\d+$/);
+    const set = await readySet('first');
+    expect(set.metadata!.generation).toBe(1);
+    // the loop has looked at it as well (its first pass, and every event since) and left it alone
+    await waitUntil('the loop idle', async () => {
+      const st = await rollguard.status();
+      const r = st.reconcile as { queued: number; in_flight: number };
+      return (r.queued === 0 && r.in_flight === 0) || JSON.stringify(r);
+    });
+    expect((await apps.readNamespacedStatefulSet({ name: 'first', namespace: ns })).metadata!.generation).toBe(1);
+    expect(deletedPods.get('first')?.size ?? 0).toBe(0);
+  });
+
+  it('keeps the annotations when the owner re-applies a manifest without them: no rollout', async () => {
+    const before = await readySet('first');
+    // a PUT of the original manifest, as `kubectl replace` or a controller would send it
+    const manifest = webSet('first');
+    manifest.metadata!.resourceVersion = before.metadata!.resourceVersion;
+    const replaced = await apps.replaceNamespacedStatefulSet({ name: 'first', namespace: ns, body: manifest });
+    expect(replaced.spec!.template.metadata!.annotations![CM_KEY]).toBe(before.spec!.template.metadata!.annotations![CM_KEY]);
+    expect(replaced.metadata!.generation).toBe(before.metadata!.generation);
+  });
+
+  it('rolls a set once when its ConfigMap and then the set itself change in one go (helm upgrade order)', async () => {
+    const before = await readySet('first');
+    await core.replaceNamespacedConfigMap({
+      name: 'app-config',
+      namespace: ns,
+      body: { metadata: { name: 'app-config' }, data: { a: '2' } },
+    });
+    const manifest = webSet('first');
+    manifest.spec!.template.spec!.containers[0]!.image = 'registry.example/app:2';
+    manifest.metadata!.resourceVersion = (await apps.readNamespacedStatefulSet({ name: 'first', namespace: ns })).metadata!.resourceVersion;
+    await apps.replaceNamespacedStatefulSet({ name: 'first', namespace: ns, body: manifest });
+    const after = await readySet('first', before.metadata!.generation! + 1);
+    // past the debounce window, the loop found nothing left to do
+    await waitUntil('the loop idle after the debounce', async () => {
+      const st = await rollguard.status();
+      const r = st.reconcile as { queued: number; in_flight: number };
+      return (r.queued === 0 && r.in_flight === 0) || JSON.stringify(r);
+    });
+    const latest = await apps.readNamespacedStatefulSet({ name: 'first', namespace: ns });
+    expect(latest.metadata!.generation).toBe(before.metadata!.generation! + 1);
+    const cm = await core.readNamespacedConfigMap({ name: 'app-config', namespace: ns });
+    expect(after.spec!.template.metadata!.annotations![CM_KEY]).toBe(`${cm.metadata!.uid}/${cm.metadata!.resourceVersion}`);
+  });
+
+  it('annotates a set created before its ConfigMap with "absent", and rolls it when the ConfigMap appears', async () => {
+    const set = statefulSet('early', { replicas: 2, labels: { [ENABLED_LABEL]: 'true' } });
+    set.spec!.template.spec!.containers[0]!.env = [{ name: 'X', valueFrom: { configMapKeyRef: { name: 'late', key: 'x' } } }];
+    // without the ConfigMap a real kubelet could not start these pods: they wait
+    kubelet.setBehaviour('early-0', 'pending');
+    kubelet.setBehaviour('early-1', 'pending');
+    const created = await apps.createNamespacedStatefulSet({ namespace: ns, body: set });
+    expect(created.spec!.template.metadata!.annotations!['configmap.rollguard.io/late']).toBe('absent');
+    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'late' }, data: { x: '1' } } });
+    kubelet.setBehaviour('early-0', 'ready');
+    kubelet.setBehaviour('early-1', 'ready');
+    const rolled = await readySet('early', 2);
+    const cm = await core.readNamespacedConfigMap({ name: 'late', namespace: ns });
+    expect(rolled.spec!.template.metadata!.annotations!['configmap.rollguard.io/late']).toBe(`${cm.metadata!.uid}/${cm.metadata!.resourceVersion}`);
+    const events = await core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=early' });
+    expect(events.items.map((e) => e.message).join('\n')).toMatch(/ConfigMap late appeared/);
+  });
+});
+
+function ownerName(pod: V1Pod): string {
+  return pod.metadata?.ownerReferences?.find((o) => o.kind === 'StatefulSet')?.name ?? '';
+}
