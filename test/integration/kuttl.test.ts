@@ -1,0 +1,69 @@
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { controlPlaneBinaries } from '../env/control-plane.js';
+import { createNamespace, testCluster } from '../env/cluster.js';
+import { FakeKubelet } from '../env/fake-kubelet.js';
+import { startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
+import { registerWebhook, type WebhookRegistration } from '../env/webhook-registration.js';
+
+const KUTTL_TIMEOUT_MS = 240_000;
+
+// The kuttl cases under test/kuttl, run by the real kubectl-kuttl against the test control plane
+// with rollguard (webhook and loop) in front of one namespace that every case uses.
+describe('kuttl cases', () => {
+  const { kc, core, kubeconfigPath } = testCluster();
+  let ns: string;
+  let own: string;
+  let rollguard: RollguardProcess;
+  let webhook: WebhookRegistration;
+  let kubelet: FakeKubelet;
+
+  beforeAll(async () => {
+    ns = await createNamespace(core, 'kuttl');
+    // kuttl waits for the namespace's default ServiceAccount, which no controller here creates
+    await core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: 'default' } } });
+    own = await createNamespace(core, 'kuttl-rollguard');
+    kubelet = new FakeKubelet(kc, ns).start();
+    rollguard = await startRollguardProcess({
+      name: 'kuttl',
+      kubeconfigPath,
+      args: [`--namespace=${own}`, `--watch-namespaces=${ns}`, `--webhook-configuration=${ns}`, '--debounce=1s'],
+    });
+    webhook = await registerWebhook(kc, { name: ns, port: rollguard.webhookPort, namespace: ns });
+    await rollguard.waitReady();
+  });
+  afterAll(async () => {
+    await rollguard?.kill();
+    await webhook?.delete();
+    await kubelet?.stop();
+    await core.deleteNamespace({ name: ns }).catch(() => undefined);
+    await core.deleteNamespace({ name: own }).catch(() => undefined);
+  });
+
+  it('pass with kubectl-kuttl', async () => {
+    const kuttlDir = execFileSync('bash', ['test/env/build-kuttl.sh'], { encoding: 'utf8' }).trim().split('\n').pop()!;
+    const kubectlDir = controlPlaneBinaries();
+    // kuttl writes a kubeconfig into its working folder: keep that out of the repo
+    const work = fs.mkdtempSync(path.join(os.tmpdir(), 'rollguard-kuttl-'));
+    const child = spawn(
+      path.join(kuttlDir, 'kubectl-kuttl'),
+      ['test', path.resolve('test/kuttl'), '--config', path.resolve('test/kuttl/kuttl-test.yaml'), '--namespace', ns, '--parallel', '1', '--timeout', '60'],
+      { cwd: work, env: { ...process.env, KUBECONFIG: kubeconfigPath, PATH: `${kubectlDir}:${process.env.PATH ?? ''}` } },
+    );
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), KUTTL_TIMEOUT_MS);
+    const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+    clearTimeout(timer);
+    fs.writeFileSync(path.join(work, 'kuttl.log'), output);
+    const summary = output.split('\n').filter((l) => /--- (PASS|FAIL)|^(PASS|FAIL|ok)/.test(l.trim())).join('\n');
+    expect(code, `kubectl-kuttl exited ${code}; full output in ${path.join(work, 'kuttl.log')}\n${output.slice(-4000)}`).toBe(0);
+    expect(summary).toMatch(/PASS: kuttl\/harness\/webhook-annotates-at-creation/);
+    expect(summary).toMatch(/PASS: kuttl\/harness\/configmap-change-rolls/);
+    expect(summary).toMatch(/PASS: kuttl\/harness\/created-before-configmap/);
+  }, KUTTL_TIMEOUT_MS + 10_000);
+});
