@@ -1,0 +1,93 @@
+import jsonpatch from 'fast-json-patch';
+import { describe, expect, it } from 'vitest';
+import type { AdmissionOperation, AdmissionRequest } from '../../src/restarter/admission-review.js';
+import { admit } from '../../src/restarter/admission.js';
+import { holdPartitionMutator } from '../../src/rollout/admission-mutator.js';
+import { HEALTH_GATED_ANNOTATION, HEALTH_GATED_VALUE } from '../../src/rollout/decision.js';
+
+type Json = Record<string, unknown>;
+
+/** A StatefulSet as the API server puts it in an AdmissionReview: defaulted wire JSON. */
+function wireSet(opts: { replicas?: number; partition?: number; image?: string; gated?: boolean; revisions?: [string, string] } = {}): Json {
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'StatefulSet',
+    metadata: {
+      name: 'web',
+      namespace: 'shop',
+      labels: { 'rollguard.io/enabled': 'true' },
+      annotations: opts.gated === false ? {} : { [HEALTH_GATED_ANNOTATION]: HEALTH_GATED_VALUE },
+      creationTimestamp: '2025-03-01T10:00:00Z',
+    },
+    spec: {
+      replicas: opts.replicas ?? 3,
+      serviceName: 'web',
+      selector: { matchLabels: { app: 'web' } },
+      template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'app', image: opts.image ?? 'registry.example/web:1' }] } },
+      updateStrategy: { type: 'RollingUpdate', rollingUpdate: { partition: opts.partition ?? 0 } },
+    },
+    status: opts.revisions ? { currentRevision: opts.revisions[0], updateRevision: opts.revisions[1] } : {},
+  };
+}
+
+function request(operation: AdmissionOperation, object: Json, oldObject?: Json): AdmissionRequest {
+  return {
+    uid: 'req-1',
+    kind: { group: 'apps', version: 'v1', kind: 'StatefulSet' },
+    resource: { group: 'apps', version: 'v1', resource: 'statefulsets' },
+    namespace: 'shop',
+    name: 'web',
+    operation,
+    object,
+    ...(oldObject ? { oldObject } : {}),
+  };
+}
+
+function partitionAfter(object: Json, ops: ReturnType<typeof holdPartitionMutator>): unknown {
+  const patched = jsonpatch.applyPatch(structuredClone(object), ops).newDocument as { spec: { updateStrategy: { rollingUpdate: { partition: number } } } };
+  return patched.spec.updateStrategy.rollingUpdate.partition;
+}
+
+describe('holdPartitionMutator', () => {
+  it('holds a new health-gated set at partition = replicas', () => {
+    const object = wireSet({ replicas: 3, partition: 0 });
+    const ops = holdPartitionMutator(request('CREATE', object), object);
+    expect(partitionAfter(object, ops)).toBe(3);
+  });
+
+  it('holds again when an UPDATE changes the template mid-rollout', () => {
+    const oldObject = wireSet({ partition: 1, revisions: ['web-a', 'web-b'] });
+    const object = wireSet({ partition: 1, image: 'registry.example/web:2', revisions: ['web-a', 'web-b'] });
+    expect(partitionAfter(object, holdPartitionMutator(request('UPDATE', object, oldObject), object))).toBe(3);
+  });
+
+  it("leaves rollguard's own step (partition only) alone", () => {
+    const oldObject = wireSet({ partition: 3, image: 'registry.example/web:2', revisions: ['web-a', 'web-b'] });
+    const object = wireSet({ partition: 2, image: 'registry.example/web:2', revisions: ['web-a', 'web-b'] });
+    expect(holdPartitionMutator(request('UPDATE', object, oldObject), object)).toEqual([]);
+  });
+
+  it('follows a scale at rest, and keeps a rollout\'s progress when scaled mid-rollout', () => {
+    const atRest = wireSet({ replicas: 5, partition: 3, revisions: ['web-a', 'web-a'] });
+    expect(partitionAfter(atRest, holdPartitionMutator(request('UPDATE', atRest, wireSet({ partition: 3, revisions: ['web-a', 'web-a'] })), atRest))).toBe(5);
+    const rolling = wireSet({ replicas: 5, partition: 1, revisions: ['web-a', 'web-b'] });
+    expect(holdPartitionMutator(request('UPDATE', rolling, wireSet({ partition: 1, revisions: ['web-a', 'web-b'] })), rolling)).toEqual([]);
+  });
+
+  it('leaves sets that are not health-gated, and anything but CREATE and UPDATE, alone', () => {
+    const plain = wireSet({ gated: false });
+    expect(holdPartitionMutator(request('CREATE', plain), plain)).toEqual([]);
+    const gated = wireSet();
+    expect(holdPartitionMutator(request('DELETE', gated), gated)).toEqual([]);
+  });
+
+  it("appends to the webhook's answer and applies on top of the annotation ops", () => {
+    const object = wireSet({ replicas: 2 });
+    const review = admit(
+      { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: request('CREATE', object) },
+      { cachesSynced: true, lookup: () => undefined, mutators: [holdPartitionMutator] },
+    );
+    const ops = JSON.parse(Buffer.from(review.response!.patch!, 'base64').toString('utf8')) as ReturnType<typeof holdPartitionMutator>;
+    expect(partitionAfter(object, ops)).toBe(2);
+  });
+});
