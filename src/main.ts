@@ -1,14 +1,17 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import { KubeConfig } from '@kubernetes/client-node';
-import type { Logger } from 'pino';
+import { pino, type Logger } from 'pino';
 import type { Config } from './config.js';
 import { LeaderElector } from './kube/leader-election.js';
 import { createLogger } from './logger.js';
 import { Manager, type Runnable } from './manager.js';
 import { createMetrics } from './metrics.js';
 import { createAdmissionHandler } from './restarter/admission-handler.js';
+import { EventRecorder } from './kube/events.js';
 import { createRestarterController } from './restarter/controller.js';
+import { holdPartitionMutator } from './rollout/admission-mutator.js';
+import { createRolloutController, type RolloutSummary } from './rollout/controller.js';
 import { AdminServer } from './server/admin-server.js';
 import { createWebhookServer } from './server/webhook-server.js';
 import { createCertificateSource } from './tls/certificate-source.js';
@@ -16,6 +19,7 @@ import { VERSION } from './version.js';
 
 const SERVICE_ACCOUNT_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 const FALLBACK_NAMESPACE = 'rollguard-system';
+const STDOUT_FD = 1;
 
 export interface RunningRollguard {
   webhookPort(): number;
@@ -40,6 +44,8 @@ export interface RollguardStatus {
   leader: { enabled: boolean; leader: boolean; holder?: string };
   caches: Record<string, { synced: boolean; objects: number }>;
   certificate: { source: string; not_after?: string; ca_not_after?: string };
+  /** health-gated rollouts in progress (known on the leader) */
+  rollouts: RolloutSummary[];
 }
 
 /** rollguard's own namespace: the flag, else the pod's (downward API or service account), else rollguard-system. */
@@ -75,6 +81,17 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     instance: identity,
   });
 
+  const rollouts = createRolloutController({
+    kubeConfig,
+    namespaces: config.watchNamespaces.length > 0 ? config.watchNamespaces : undefined,
+    statefulSets: restarter.statefulSets,
+    minStepIntervalMs: config.rolloutMinStepInterval,
+    defaultMinReadySeconds: config.rolloutMinReady / 1000,
+    logger,
+    metrics,
+    events: new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger }),
+  });
+
   const certificates = createCertificateSource({
     logger,
     metrics,
@@ -106,13 +123,18 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     host: config.webhookHost,
     port: config.webhookPort,
     certificates,
-    handler: createAdmissionHandler({ cachesSynced: restarter.cachesSynced, lookup: restarter.lookup, metrics }),
+    handler: createAdmissionHandler({
+      cachesSynced: restarter.cachesSynced,
+      lookup: restarter.lookup,
+      mutators: [holdPartitionMutator],
+      metrics,
+    }),
     isReady: ready,
     logger: logger.child({ server: 'webhook' }),
     metrics,
   });
 
-  const leaderRunnables: Runnable[] = [restarter.workers];
+  const leaderRunnables: Runnable[] = [restarter.workers, rollouts];
   const elector = config.leaderElection
     ? new LeaderElector({
         kubeConfig,
@@ -149,6 +171,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       leader: { enabled: elector !== undefined, leader: leader ? leader.leader : true, holder: leader ? leader.holder : identity },
       caches: r.cache,
       certificate: { source: cert.source, not_after: cert.notAfter, ca_not_after: cert.caNotAfter },
+      rollouts: rollouts.status().rollouts,
     };
   };
 
@@ -206,7 +229,9 @@ function loadKubeConfig(path: string): KubeConfig {
 
 /** `rollguard serve`: runs until SIGTERM/SIGINT; a second signal exits at once. */
 export async function serve(config: Config): Promise<number> {
-  const logger = createLogger(config.logLevel);
+  // Synchronous: every way out ends in process.exit (cli.ts), which does not wait for an asynchronous
+  // write still in flight, so the last lines of a shutdown came out of order or not at all.
+  const logger = createLogger(config.logLevel, pino.destination({ dest: STDOUT_FD, sync: true }));
   logger.info({ version: VERSION, pid: process.pid }, 'rollguard starting');
   const kubeConfig = loadKubeConfig(config.kubeconfig);
   const running = await startRollguard(config, kubeConfig, logger);

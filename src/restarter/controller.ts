@@ -5,7 +5,7 @@ import { objectKey } from '../kube/informer.js';
 import { createMetadataCache, type MetadataCache, type MetadataEvent } from '../kube/metadata-cache.js';
 import type { ObjectEvent } from '../kube/object-store.js';
 import { RawApi } from '../kube/raw-api.js';
-import { createStatefulSetCache } from '../kube/statefulsets.js';
+import { createStatefulSetCache, type StatefulSetCache } from '../kube/statefulsets.js';
 import { TokenBucket } from '../kube/token-bucket.js';
 import { WorkQueue } from '../kube/workqueue.js';
 import type { Runnable } from '../manager.js';
@@ -74,6 +74,8 @@ export interface RestarterController {
   whenCachesSynced(signal: AbortSignal): Promise<boolean>;
   /** Versions from the in-memory caches; no API call. */
   lookup: VersionLookup;
+  /** The labelled StatefulSets, shared with the rollout controller (one watch, not two). */
+  statefulSets: StatefulSetCache;
   status(): RestarterStatus;
 }
 
@@ -243,6 +245,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     cachesSynced,
     whenCachesSynced,
     lookup,
+    statefulSets: sets,
     status: () => ({
       queued: run && !run.queue.isShutDown() ? run.queue.depth() : 0,
       inFlight,
