@@ -14,6 +14,11 @@ export default tseslint.config(
     },
   },
   {
+    // plain Node scripts of the build
+    files: ['**/*.mjs'],
+    languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
+  },
+  {
     files: ['test/**', 'bench/**'],
     rules: { '@typescript-eslint/no-non-null-assertion': 'off' },
   },
