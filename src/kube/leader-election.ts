@@ -9,6 +9,7 @@ import {
 } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Runnable } from '../manager.js';
+import { abortableDelay } from './abortable-delay.js';
 
 export interface LeaderElectionOptions {
   kubeConfig: KubeConfig;
@@ -84,7 +85,7 @@ export class LeaderElector implements Runnable {
         logger.warn({ lease: this.opts.leaseName, holder: this.currentHolder }, 'leader election: lease taken by another replica; stepping down');
         await this.stepDown();
       }
-      await sleep(retryPeriodMs, signal);
+      await abortableDelay(retryPeriodMs, signal);
     }
     if (this.leading) {
       await this.stepDown();
@@ -210,17 +211,4 @@ export function statusCode(err: unknown): number | undefined {
 
 function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done);
-  });
 }

@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
+import { abortableDelay } from './abortable-delay.js';
 import { ApiStatusError, isResourceExpired, type RawGet } from './raw-api.js';
 
 /** Items per list page: bounds the memory a list of 20,000 objects takes while it is parsed. */
@@ -23,7 +23,7 @@ const WATCH_MIN_HEALTHY_MS = 1_000;
 /** Retry delays after a failed list or watch: doubled per failure, capped, with jitter. */
 export const RETRY_INITIAL_MS = 800;
 export const RETRY_MAX_MS = 30_000;
-const RETRY_JITTER = 0.2;
+export const RETRY_JITTER = 0.2;
 
 export interface ResourcePath {
   /** '' for the core group. */
@@ -53,6 +53,8 @@ export interface ReflectorOptions<T> {
   /** undefined: all namespaces. */
   namespace?: string;
   labelSelector?: string;
+  /** e.g. `metadata.name=<name>`: RBAC with resourceNames allows a list/watch narrowed to that name. */
+  fieldSelector?: string;
   accept: { list: string; watch: string };
   /** From the wire object to what the store keeps; throws, naming the object, when it cannot. */
   decode(raw: unknown): T;
@@ -60,9 +62,13 @@ export interface ReflectorOptions<T> {
   logger: Logger;
   /** Called once, after the first full list is in the store. */
   onSynced?: () => void;
-  /** Overrides for tests. */
+  /** Retry delays other than RETRY_INITIAL_MS and RETRY_MAX_MS (tests, a watch that must recover sooner). */
   retryInitialMs?: number;
   retryMaxMs?: number;
+  /** A fixed watch timeout instead of the spread 5 to 10 minutes, for a watch that must notice a dead connection sooner. */
+  watchTimeoutSeconds?: number;
+  /** Silence allowed past the watch timeout before the connection counts as dead. */
+  watchIdleSlackMs?: number;
 }
 
 /** The delay before retry number `failures` (1-based). */
@@ -101,10 +107,12 @@ export class Reflector<T> {
   private listed = false;
   private running: Promise<void> | undefined;
   private active = false;
+  private latestError: unknown;
   private readonly what: string;
 
   constructor(private readonly opts: ReflectorOptions<T>) {
-    this.what = `${opts.resource.plural}${opts.namespace === undefined ? '' : ` in namespace ${opts.namespace}`}`;
+    const scope = opts.namespace === undefined ? '' : ` in namespace ${opts.namespace}`;
+    this.what = `${opts.resource.plural}${scope}${opts.fieldSelector ? ` (${opts.fieldSelector})` : ''}`;
   }
 
   /** True once the first full list is in the store. */
@@ -115,6 +123,11 @@ export class Reflector<T> {
   /** The newest resourceVersion the store reflects (from a list, an event or a bookmark). */
   resourceVersion(): string {
     return this.lastResourceVersion;
+  }
+
+  /** The error of the latest failed list or watch, for telling why it has not synced; undefined before any failed. */
+  lastError(): unknown {
+    return this.latestError;
   }
 
   /** Starts the loop unless it runs; after a stop it resumes from the last resourceVersion. */
@@ -148,6 +161,7 @@ export class Reflector<T> {
         else if (Date.now() - started < WATCH_MIN_HEALTHY_MS) throw new Error(`watch of ${this.what} ended at once`);
       } catch (err) {
         if (signal.aborted) break;
+        this.latestError = err;
         // Relist at once, unless a fresh list expired already: then something is off, and it waits like any failure.
         if (isResourceExpired(err) && Date.now() - listedAt >= WATCH_MIN_HEALTHY_MS) {
           log.info({ resource: this.what, resourceVersion: this.lastResourceVersion }, 'resourceVersion expired; relisting');
@@ -162,23 +176,19 @@ export class Reflector<T> {
         failures++;
         const delayMs = retryDelayMs(failures, this.opts.retryInitialMs, this.opts.retryMaxMs);
         log.warn({ resource: this.what, err, failures, delayMs }, 'list/watch failed; retrying');
-        try {
-          await sleep(delayMs, undefined, { signal });
-        } catch {
-          break;
-        }
+        await abortableDelay(delayMs, signal);
       }
     }
   }
 
   private async list(signal: AbortSignal): Promise<void> {
-    const { api, resource, namespace, labelSelector, accept, decode, store, logger } = this.opts;
+    const { api, resource, namespace, accept, decode, store, logger } = this.opts;
     const items: T[] = [];
     let continueToken = '';
     let resourceVersion = '';
     do {
       const query = new URLSearchParams({ limit: String(LIST_PAGE_SIZE) });
-      if (labelSelector) query.set('labelSelector', labelSelector);
+      this.setSelectors(query);
       if (continueToken) query.set('continue', continueToken);
       const path = `${resourceUrlPath(resource, namespace)}?${query}`;
       const page = (await api.getJson({
@@ -212,19 +222,20 @@ export class Reflector<T> {
 
   /** Watches until the server ends the watch; returns how many events (bookmarks included) arrived. */
   private async watch(signal: AbortSignal): Promise<number> {
-    const { api, resource, namespace, labelSelector, accept } = this.opts;
-    const timeoutSeconds = WATCH_TIMEOUT_MIN_SECONDS + Math.floor(Math.random() * WATCH_TIMEOUT_SPREAD_SECONDS);
+    const { api, resource, namespace, accept } = this.opts;
+    const timeoutSeconds =
+      this.opts.watchTimeoutSeconds ?? WATCH_TIMEOUT_MIN_SECONDS + Math.floor(Math.random() * WATCH_TIMEOUT_SPREAD_SECONDS);
     const query = new URLSearchParams({
       watch: 'true',
       allowWatchBookmarks: 'true',
       resourceVersion: this.lastResourceVersion,
       timeoutSeconds: String(timeoutSeconds),
     });
-    if (labelSelector) query.set('labelSelector', labelSelector);
+    this.setSelectors(query);
     const path = `${resourceUrlPath(resource, namespace)}?${query}`;
 
     const idle = new AbortController();
-    const idleMs = timeoutSeconds * 1000 + WATCH_IDLE_SLACK_MS;
+    const idleMs = timeoutSeconds * 1000 + (this.opts.watchIdleSlackMs ?? WATCH_IDLE_SLACK_MS);
     let idleTimer = setTimeout(() => idle.abort(), idleMs);
     const touch = (): void => {
       clearTimeout(idleTimer);
@@ -257,6 +268,12 @@ export class Reflector<T> {
     } finally {
       clearTimeout(idleTimer);
     }
+  }
+
+  private setSelectors(query: URLSearchParams): void {
+    const { labelSelector, fieldSelector } = this.opts;
+    if (labelSelector) query.set('labelSelector', labelSelector);
+    if (fieldSelector) query.set('fieldSelector', fieldSelector);
   }
 
   private handleEvent(path: string, line: string): void {

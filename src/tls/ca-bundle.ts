@@ -105,12 +105,8 @@ export class CaBundleInjector implements Runnable {
     this.api = opts.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
     this.watch = new NamedObjectWatch({
       kubeConfig: opts.kubeConfig,
-      path: '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations',
+      resource: { group: 'admissionregistration.k8s.io', version: 'v1', plural: 'mutatingwebhookconfigurations' },
       name: opts.name,
-      list: async (fieldSelector) => {
-        const list = await this.api.listMutatingWebhookConfiguration({ fieldSelector });
-        return { items: list.items, resourceVersion: list.metadata?.resourceVersion ?? '' };
-      },
       onObject: (object) => this.observe(object),
       logger: this.log,
     });

@@ -1,4 +1,4 @@
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Runnable } from '../manager.js';
 import { certificateFingerprint, type ServingKeyPair } from './certificates.js';
@@ -28,15 +28,11 @@ export class SecretCertificateWatcher implements Runnable {
   constructor(opts: SecretCertificateWatcherOptions) {
     this.name = `tls-secret-watcher ${opts.namespace}/${opts.secretName}`;
     this.log = opts.logger.child({ component: 'tls-secret-watcher', secret: `${opts.namespace}/${opts.secretName}` });
-    const core = opts.kubeConfig.makeApiClient(CoreV1Api);
     this.watch = new NamedObjectWatch({
       kubeConfig: opts.kubeConfig,
-      path: `/api/v1/namespaces/${opts.namespace}/secrets`,
+      resource: { group: '', version: 'v1', plural: 'secrets' },
+      namespace: opts.namespace,
       name: opts.secretName,
-      list: async (fieldSelector) => {
-        const list = await core.listNamespacedSecret({ namespace: opts.namespace, fieldSelector });
-        return { items: list.items, resourceVersion: list.metadata?.resourceVersion ?? '' };
-      },
       onObject: (object) => this.observe(secretContents(object)),
       logger: this.log,
     });

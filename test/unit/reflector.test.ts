@@ -3,7 +3,7 @@ import pino from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MetadataStore, decodeMetadata, type MetadataItem } from '../../src/kube/metadata-cache.js';
 import { ApiStatusError, type RawGet } from '../../src/kube/raw-api.js';
-import { Reflector, resourceUrlPath, retryDelayMs, type ListWatchClient } from '../../src/kube/reflector.js';
+import { Reflector, resourceUrlPath, retryDelayMs, type ListWatchClient, type ReflectorOptions } from '../../src/kube/reflector.js';
 
 type ListAnswer = { rv: string; items: unknown[]; continue?: string } | Error;
 /** Watch lines to send before the server ends the watch, or an error to fail the request with. */
@@ -40,7 +40,11 @@ class ScriptedApi implements ListWatchClient {
   }
 }
 
-function reflectorOver(api: ScriptedApi, namespace?: string): { reflector: Reflector<MetadataItem>; store: MetadataStore; stop: () => Promise<void> } {
+function reflectorOver(
+  api: ScriptedApi,
+  namespace?: string,
+  overrides: Partial<ReflectorOptions<MetadataItem>> = {},
+): { reflector: Reflector<MetadataItem>; store: MetadataStore; stop: () => Promise<void> } {
   const store = new MetadataStore();
   const reflector = new Reflector<MetadataItem>({
     api,
@@ -52,6 +56,7 @@ function reflectorOver(api: ScriptedApi, namespace?: string): { reflector: Refle
     logger: pino({ level: 'silent' }),
     retryInitialMs: 1,
     retryMaxMs: 4,
+    ...overrides,
   });
   const abort = new AbortController();
   reflector.start(abort.signal);
@@ -151,6 +156,40 @@ describe('Reflector', () => {
     stop = r.stop;
     await vi.waitFor(() => expect(r.store.get('ns', 'later')).toBeDefined(), { timeout: 2_000 });
     expect(r.store.size()).toBe(2);
+  });
+
+  it('narrows list and watch by the field and label selectors it is given', async () => {
+    const api = new ScriptedApi([{ rv: '10', items: [obj('tls', '9')] }], []);
+    const r = reflectorOver(api, 'ns', { fieldSelector: 'metadata.name=tls', labelSelector: 'app=rollguard' });
+    stop = r.stop;
+    await vi.waitFor(() => expect(api.requests.map((q) => q.kind)).toEqual(['list', 'watch']), { timeout: 2_000 });
+    for (const { query } of api.requests) {
+      expect(query.get('fieldSelector')).toBe('metadata.name=tls');
+      expect(query.get('labelSelector')).toBe('app=rollguard');
+    }
+  });
+
+  it('asks for a fixed watch timeout when given one, and reconnects a watch silent past it and the slack', async () => {
+    const api = new ScriptedApi([{ rv: '10', items: [] }], []);
+    const r = reflectorOver(api, undefined, { watchTimeoutSeconds: 1, watchIdleSlackMs: 0 });
+    stop = r.stop;
+    await vi.waitFor(() => expect(api.requests).toHaveLength(2), { timeout: 2_000 });
+    const firstWatchAt = Date.now();
+    expect(api.requests[1]?.query.get('timeoutSeconds')).toBe('1');
+    await vi.waitFor(() => expect(api.requests).toHaveLength(3), { timeout: 3_000 });
+    expect(Date.now() - firstWatchAt).toBeGreaterThanOrEqual(900);
+    expect(api.requests[2]?.kind).toBe('watch');
+    expect(api.requests[2]?.query.get('resourceVersion')).toBe('10');
+  });
+
+  it('tells the last error while it cannot list', async () => {
+    const api = new ScriptedApi([new ApiStatusError('GET', '/api/v1/configmaps', 403, 'Forbidden', 'configmaps is forbidden')], []);
+    const r = reflectorOver(api, undefined, { retryInitialMs: 60_000, retryMaxMs: 60_000 });
+    stop = r.stop;
+    expect(r.reflector.lastError()).toBeUndefined();
+    await vi.waitFor(() => expect(r.reflector.lastError()).toBeInstanceOf(ApiStatusError), { timeout: 2_000 });
+    expect(String(r.reflector.lastError())).toMatch(/HTTP 403 Forbidden: configmaps is forbidden/);
+    expect(r.reflector.synced()).toBe(false);
   });
 
   it('stops at once when its signal aborts, also while backing off', async () => {
