@@ -1,6 +1,6 @@
 import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
+import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
 import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
 import { FakeKubelet } from '../env/fake-kubelet.js';
 import { startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
@@ -141,6 +141,24 @@ describe('restarter with the webhook', () => {
     expect(after.spec!.template.metadata!.annotations![CM_KEY]).toBe(`${cm.metadata!.uid}/${cm.metadata!.resourceVersion}`);
   });
 
+  it('gives a 253-character ConfigMap name a key the API server accepts, and rolls the set when it changes', async () => {
+    const name = longName(253);
+    expect(name).toHaveLength(253);
+    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name }, data: { a: '1' } } });
+    const set = statefulSet('long', { replicas: 1, labels: { [ENABLED_LABEL]: 'true' } });
+    set.spec!.template.spec!.volumes = [{ name: 'config', configMap: { name } }];
+    const created = await apps.createNamespacedStatefulSet({ namespace: ns, body: set });
+    const key = annotationKey('ConfigMap', name);
+    expect(key.length).toBeLessThanOrEqual('configmap.rollguard.io/'.length + 63);
+    const cm = await core.readNamespacedConfigMap({ name, namespace: ns });
+    expect(created.spec!.template.metadata!.annotations![key]).toBe(`${cm.metadata!.uid}/${cm.metadata!.resourceVersion}`);
+    await readySet('long', 1);
+    await core.replaceNamespacedConfigMap({ name, namespace: ns, body: { metadata: { name }, data: { a: '2' } } });
+    const rolled = await readySet('long', 2);
+    const changed = await core.readNamespacedConfigMap({ name, namespace: ns });
+    expect(rolled.spec!.template.metadata!.annotations![key]).toBe(`${changed.metadata!.uid}/${changed.metadata!.resourceVersion}`);
+  });
+
   it('annotates a set created before its ConfigMap with "absent", and rolls it when the ConfigMap appears', async () => {
     const set = statefulSet('early', { replicas: 2, labels: { [ENABLED_LABEL]: 'true' } });
     set.spec!.template.spec!.containers[0]!.env = [{ name: 'X', valueFrom: { configMapKeyRef: { name: 'late', key: 'x' } } }];
@@ -159,6 +177,13 @@ describe('restarter with the webhook', () => {
     expect(events.items.map((e) => e.message).join('\n')).toMatch(/ConfigMap late appeared/);
   });
 });
+
+function longName(length: number): string {
+  // a valid DNS subdomain of exactly `length` characters: labels of 62 joined by dots
+  let name = '';
+  while (name.length < length) name += (name ? '.' : '') + 'l'.repeat(Math.min(62, length - name.length - (name ? 1 : 0)));
+  return name.slice(0, length).replace(/\.$/, 'x');
+}
 
 function ownerName(pod: V1Pod): string {
   return pod.metadata?.ownerReferences?.find((o) => o.kind === 'StatefulSet')?.name ?? '';
