@@ -1,4 +1,4 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { Runnable } from '../manager.js';
@@ -28,7 +28,11 @@ export class AdminServer implements Runnable {
   private port = 0;
 
   constructor(private readonly opts: AdminServerOptions) {
-    this.app = Fastify({ loggerInstance: opts.logger.child({ server: 'admin' }) as FastifyBaseLogger, disableRequestLogging: true });
+    this.app = Fastify({
+      loggerInstance: opts.logger.child({ server: 'admin' }) as FastifyBaseLogger,
+      // probes and scrapes every few seconds would drown the log
+      logController: new LogController({ disableRequestLogging: true }),
+    });
     this.app.get('/metrics', async (_req, reply) => {
       reply.header('content-type', opts.registry.contentType);
       return opts.registry.metrics();
