@@ -9,6 +9,7 @@ import {
   loadAllYaml,
   type KubernetesObject,
 } from '@kubernetes/client-node';
+import { pino } from 'pino';
 import type { Config } from './config.js';
 import { createLogger } from './logger.js';
 import { startRollguard } from './main.js';
@@ -61,7 +62,8 @@ export async function dev(config: Config): Promise<number> {
   try {
     await ensureNamespace(core, ROLLGUARD_NAMESPACE);
     const logFile = path.join(devDir, 'rollguard.log');
-    const logger = createLogger(config.logLevel, fs.createWriteStream(logFile, { flags: 'w' }) as never);
+    // synchronous, so the last lines are in the file when the process exits
+    const logger = createLogger(config.logLevel, pino.destination({ dest: logFile, sync: true, append: false }));
     const rollguard = await startRollguard(
       {
         ...config,

@@ -6,7 +6,8 @@ const RECONCILE_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 
 
 /** Every metric rollguard exports, on one registry; each part is handed the ones it moves. */
 export function createMetrics(registry = new Registry()) {
-  collectDefaultMetrics({ register: registry, prefix: 'rollguard_process_' });
+  // process_cpu_seconds_total becomes rollguard_process_cpu_seconds_total, and so on
+  collectDefaultMetrics({ register: registry, prefix: 'rollguard_' });
   const r = [registry];
   return {
     registry,

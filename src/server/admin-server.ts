@@ -54,7 +54,10 @@ export class AdminServer implements Runnable {
     const addr = this.app.server.address();
     this.port = typeof addr === 'object' && addr ? addr.port : this.opts.port;
     this.closed = new Promise((resolve) => {
-      signal.addEventListener('abort', () => void this.app.close().then(() => resolve()), { once: true });
+      const stop = (): void => void this.app.close().then(() => resolve());
+      // a stop that came while listen() was under way has already fired its event
+      if (signal.aborted) stop();
+      else signal.addEventListener('abort', stop, { once: true });
     });
   }
 

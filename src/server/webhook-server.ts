@@ -257,19 +257,18 @@ export function createWebhookServer(opts: WebhookServerOptions): WebhookServer {
       }
       log.info({ host: opts.host, port: app.server.address() }, 'webhook server listening');
       closed = new Promise((resolve, reject) => {
-        signal.addEventListener(
-          'abort',
-          () => {
-            state.draining = true;
-            unsubscribe();
-            // stops accepting, closes idle connections, lets in-flight requests finish
-            app.close().then(resolve, reject);
-            // Node counts a connection that never carried a request as neither idle nor active, so close
-            // leaves it open until the client drops it (90 s for the API server): drop it here
-            for (const socket of state.sockets) if (!state.busy.has(socket)) socket.destroy();
-          },
-          { once: true },
-        );
+        const stop = (): void => {
+          state.draining = true;
+          unsubscribe();
+          // stops accepting, closes idle connections, lets in-flight requests finish
+          app.close().then(resolve, reject);
+          // Node counts a connection that never carried a request as neither idle nor active, so close
+          // leaves it open until the client drops it (90 s for the API server): drop it here
+          for (const socket of state.sockets) if (!state.busy.has(socket)) socket.destroy();
+        };
+        // a stop that came while listen() was under way has already fired its event
+        if (signal.aborted) stop();
+        else signal.addEventListener('abort', stop, { once: true });
       });
     },
     stopped(): Promise<void> {
