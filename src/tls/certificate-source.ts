@@ -4,9 +4,9 @@ import type { Runnable } from '../manager.js';
 import type { Metrics } from '../metrics.js';
 import { CaBundleInjector, caBundlePem } from './ca-bundle.js';
 import { SecretCertificateWatcher } from './cert-watcher.js';
-import { certificateInfo, certificateNotAfter, type ServingKeyPair, type SignatureDigest } from './certificates.js';
+import { certificateInfo, certificateNotAfter, type ServingKeyPair } from './certificates.js';
 import { FileCertificateSource } from './file-source.js';
-import { CertificateRotator, renewalPolicy } from './rotator.js';
+import { CertificateRotator, renewalPolicy, type RenewalPolicyOptions } from './rotator.js';
 import { SecretStore, type SecretContents } from './secret-store.js';
 
 /** How long start() waits for the API server to let us read and, if need be, write the Secret. */
@@ -31,7 +31,8 @@ export interface CertificateSource extends Runnable {
   status(): CertificateStatus;
 }
 
-export interface CertificateSourceOptions {
+/** The renewal policy's options (names, lifetimes, key sizes), with the Secret and the injection target. */
+export interface CertificateSourceOptions extends Omit<RenewalPolicyOptions, 'serviceName' | 'namespace'> {
   logger: Logger;
   metrics: Metrics;
   /** Bring your own key pair (e.g. cert-manager): both set disables self-management. */
@@ -46,18 +47,6 @@ export interface CertificateSourceOptions {
   serviceName?: string;
   /** MutatingWebhookConfiguration whose caBundle rollguard keeps; absent: no injection, readiness does not wait for it */
   webhookConfigurationName?: string;
-  clusterDomain?: string;
-  extraDnsNames?: string[];
-  extraIpAddresses?: string[];
-  caValiditySeconds?: number;
-  servingValiditySeconds?: number;
-  renewBeforeFraction?: number;
-  renewBeforeSeconds?: number;
-  caRenewBeforeSeconds?: number;
-  caPropagationSeconds?: number;
-  keyBits?: number;
-  caKeyBits?: number;
-  signatureDigest?: SignatureDigest;
 }
 
 export function createCertificateSource(opts: CertificateSourceOptions): CertificateSource {

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from './ports.js';
+import { onTestFailed } from 'vitest';
 import { waitFor } from './wait.js';
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -110,4 +111,14 @@ export async function startRollguardProcess(opts: RollguardProcessOptions): Prom
     },
   };
   return proc;
+}
+
+/** On failure, prints the last log lines of every rollguard process the test started. */
+export function printProcessLogsOnFailure(processes: Iterable<RollguardProcess>, lines = 25): void {
+  onTestFailed(() => {
+    for (const proc of processes) {
+      const tail = proc.logLines().slice(-lines).map((l) => JSON.stringify(l));
+      console.error(`--- last log lines of ${proc.name} (pid ${proc.child.pid}) ---\n${tail.join('\n')}`);
+    }
+  });
 }

@@ -1,7 +1,7 @@
 import { CoordinationV1Api, type CoreV1Event } from '@kubernetes/client-node';
-import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFailed } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
-import { startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
+import { startRollguardProcess, printProcessLogsOnFailure, type RollguardProcess } from '../env/rollguard-process.js';
 import { waitFor, waitUntil } from '../env/wait.js';
 import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
 
@@ -149,12 +149,7 @@ describe('two replicas and one leader', () => {
 
   beforeEach(() => {
     printControlPlaneLogsOnFailure();
-    onTestFailed(() => {
-      for (const proc of everyProcess) {
-        const lines = proc.logLines().slice(-25).map((l) => JSON.stringify(l));
-        console.error(`--- last log lines of ${proc.name} (pid ${proc.child.pid}) ---\n${lines.join('\n')}`);
-      }
-    });
+    printProcessLogsOnFailure(everyProcess);
   });
 
   it('lets exactly one replica reconcile: the one the Lease names', async () => {

@@ -1,10 +1,10 @@
 import https from 'node:https';
 import { AdmissionregistrationV1Api, type KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
-import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFailed } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
 import { startBalancer, type Balancer } from '../env/haproxy.js';
 import { freePort } from '../env/ports.js';
-import { startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
+import { startRollguardProcess, printProcessLogsOnFailure, type RollguardProcess } from '../env/rollguard-process.js';
 import { waitFor, waitUntil } from '../env/wait.js';
 import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
 
@@ -238,12 +238,7 @@ describe('rolling restart of the webhook under load', () => {
 
   beforeEach(() => {
     printControlPlaneLogsOnFailure();
-    onTestFailed(() => {
-      for (const proc of everyProcess) {
-        const lines = proc.logLines().slice(-25).map((l) => JSON.stringify(l));
-        console.error(`--- last log lines of replica ${proc.name} (pid ${proc.child.pid}) ---\n${lines.join('\n')}`);
-      }
-    });
+    printProcessLogsOnFailure(everyProcess);
   });
 
   function labelledSet(name: string): V1StatefulSet {

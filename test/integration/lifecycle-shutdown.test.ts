@@ -2,9 +2,9 @@ import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
 import { AdmissionregistrationV1Api, type CoreV1Event } from '@kubernetes/client-node';
-import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFailed } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
-import { startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
+import { startRollguardProcess, printProcessLogsOnFailure, type RollguardProcess } from '../env/rollguard-process.js';
 import { waitFor, waitUntil } from '../env/wait.js';
 import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
 import { ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND } from '../../src/restarter/admission-review.js';
@@ -274,12 +274,7 @@ describe('shutdown of one replica', () => {
 
   beforeEach(() => {
     printControlPlaneLogsOnFailure();
-    onTestFailed(() => {
-      for (const proc of everyProcess) {
-        const lines = proc.logLines().slice(-25).map((l) => JSON.stringify(l));
-        console.error(`--- last log lines of ${proc.name} (pid ${proc.child.pid}) ---\n${lines.join('\n')}`);
-      }
-    });
+    printProcessLogsOnFailure(everyProcess);
   });
 
   it('reports each phase in /status, answers in-flight and new reviews while draining, reconciles on as leader, and exits 0', async () => {
