@@ -21,7 +21,7 @@ const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
 export const FLAGS = [
-  { name: 'kubeconfig', type: 'string', default: '', description: 'kubeconfig file; empty: in-cluster config, else $KUBECONFIG, else ~/.kube/config', commands: ['serve'] },
+  { name: 'kubeconfig', type: 'string', default: '', description: 'kubeconfig file; empty: $KUBECONFIG, else ~/.kube/config, else the in-cluster service account', commands: ['serve'] },
   { name: 'namespace', type: 'string', default: '', description: "rollguard's own namespace (TLS Secret, Lease, Events about itself); empty: the pod's namespace", commands: BOTH },
   { name: 'watch-namespaces', type: 'list', default: '', description: 'comma-separated namespaces to watch; empty: all namespaces', commands: BOTH },
   { name: 'webhook-host', type: 'string', default: '0.0.0.0', description: 'address the HTTPS admission server binds', commands: BOTH },
