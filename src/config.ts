@@ -37,7 +37,7 @@ export const FLAGS = [
   { name: 'tls-extra-ips', type: 'list', default: '', description: 'extra IP addresses in the serving certificate', commands: BOTH },
   { name: 'ca-validity', type: 'duration', default: '26280h', min: 60_000, description: 'lifetime of the self-managed CA (3 years)', commands: BOTH },
   { name: 'cert-validity', type: 'duration', default: '2160h', min: 1_000, description: 'lifetime of the serving certificate (90 days)', commands: BOTH },
-  { name: 'cert-renew-before', type: 'duration', default: '720h', min: 0, description: 'renew the serving certificate this long before it expires; the CA is renewed when a third of its lifetime is left', commands: BOTH },
+  { name: 'cert-renew-before', type: 'duration', default: '720h', min: 1_000, description: 'renew the serving certificate this long before it expires; the CA is renewed when a third of its lifetime is left', commands: BOTH },
   { name: 'key-bits', type: 'int', default: '2048', min: 2048, max: 8192, description: 'RSA key size of the CA and serving keys', commands: BOTH },
   { name: 'debounce', type: 'duration', default: '5s', min: 0, description: 'a burst of changes to the objects of one StatefulSet within this window makes one rollout', commands: BOTH },
   { name: 'max-restarts-per-second', type: 'number', default: '5', min: 0.01, description: 'global pace of restarts that rollguard starts', commands: BOTH },

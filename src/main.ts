@@ -68,10 +68,11 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
   // The admin server answers /readyz from the start, the webhook listens last: until it does, a
   // Service that trusted /readyz would send reviews to a closed port (refused, the review fails).
   let started = false;
+  const namespaces = config.watchNamespaces.length > 0 ? config.watchNamespaces : undefined;
 
   const restarter = createRestarterController({
     kubeConfig,
-    namespaces: config.watchNamespaces.length > 0 ? config.watchNamespaces : undefined,
+    namespaces,
     debounceMs: config.debounce,
     maxRestartsPerSecond: config.maxRestartsPerSecond,
     workers: config.workers,
@@ -83,7 +84,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
 
   const rollouts = createRolloutController({
     kubeConfig,
-    namespaces: config.watchNamespaces.length > 0 ? config.watchNamespaces : undefined,
+    namespaces,
     statefulSets: restarter.statefulSets,
     minStepIntervalMs: config.rolloutMinStepInterval,
     defaultMinReadySeconds: config.rolloutMinReady / 1000,
