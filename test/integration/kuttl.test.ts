@@ -4,43 +4,26 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlPlaneBinaries } from '../env/control-plane.js';
-import { createNamespace, testCluster } from '../env/cluster.js';
-import { FakeKubelet } from '../env/fake-kubelet.js';
-import { startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
-import { registerWebhook, type WebhookRegistration } from '../env/webhook-registration.js';
+import { testCluster } from '../env/cluster.js';
+import { startRollguardFixture, type RollguardFixture } from '../env/rollguard-fixture.js';
 
 const KUTTL_TIMEOUT_MS = 240_000;
 
 // The kuttl cases under test/kuttl, run by the real kubectl-kuttl against the test control plane
 // with rollguard (webhook and loop) in front of one namespace that every case uses.
 describe('kuttl cases', () => {
-  const { kc, core, kubeconfigPath } = testCluster();
+  const { core, kubeconfigPath } = testCluster();
+  let fixture: RollguardFixture;
   let ns: string;
-  let own: string;
-  let rollguard: RollguardProcess;
-  let webhook: WebhookRegistration;
-  let kubelet: FakeKubelet;
 
   beforeAll(async () => {
-    ns = await createNamespace(core, 'kuttl');
+    fixture = await startRollguardFixture({ name: 'kuttl', webhook: 'registered', args: ['--debounce=1s'] });
+    ns = fixture.ns;
     // kuttl waits for the namespace's default ServiceAccount, which no controller here creates
     await core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: 'default' } } });
-    own = await createNamespace(core, 'kuttl-rollguard');
-    kubelet = new FakeKubelet(kc, ns).start();
-    rollguard = await startRollguardProcess({
-      name: 'kuttl',
-      kubeconfigPath,
-      args: [`--namespace=${own}`, `--watch-namespaces=${ns}`, `--webhook-configuration=${ns}`, '--debounce=1s'],
-    });
-    webhook = await registerWebhook(kc, { name: ns, port: rollguard.webhookPort, namespace: ns });
-    await rollguard.waitReady();
   });
   afterAll(async () => {
-    await rollguard?.kill();
-    await webhook?.delete();
-    await kubelet?.stop();
-    await core.deleteNamespace({ name: ns }).catch(() => undefined);
-    await core.deleteNamespace({ name: own }).catch(() => undefined);
+    await fixture?.teardown();
   });
 
   it('pass with kubectl-kuttl', async () => {

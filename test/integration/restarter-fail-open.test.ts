@@ -1,41 +1,22 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
-import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
-import { FakeKubelet } from '../env/fake-kubelet.js';
-import { freePort } from '../env/ports.js';
-import { startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
-import { registerWebhook, type WebhookRegistration } from '../env/webhook-registration.js';
+import { printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
+import { startRollguardFixture, type RollguardFixture } from '../env/rollguard-fixture.js';
 import { waitFor } from '../env/wait.js';
 
 // failurePolicy: Ignore is the design: a webhook that cannot be reached never blocks anyone,
 // and the reconcile loop annotates what the webhook missed.
 describe('webhook registered but unreachable (fail-open)', () => {
-  const { kc, core, apps } = testCluster();
+  const { core, apps } = testCluster();
+  let fixture: RollguardFixture;
   let ns: string;
-  let own: string;
-  let rollguard: RollguardProcess;
-  let webhook: WebhookRegistration;
-  let kubelet: FakeKubelet;
 
   beforeAll(async () => {
-    ns = await createNamespace(core, 'failopen');
-    own = await createNamespace(core, 'failopen-rollguard');
-    kubelet = new FakeKubelet(kc, ns).start();
-    // nothing listens on this port: every call fails before TLS
-    webhook = await registerWebhook(kc, { name: ns, port: await freePort(), namespace: ns, failurePolicy: 'Ignore', timeoutSeconds: 2 });
-    rollguard = await startRollguardProcess({
-      name: 'fail-open',
-      kubeconfigPath: testCluster().kubeconfigPath,
-      args: [`--namespace=${own}`, `--watch-namespaces=${ns}`, '--webhook-configuration=', '--debounce=0s'],
-    });
-    await rollguard.waitReady();
+    fixture = await startRollguardFixture({ name: 'failopen', webhook: 'unreachable', args: ['--debounce=0s'] });
+    ns = fixture.ns;
   });
   afterAll(async () => {
-    await rollguard?.kill();
-    await webhook?.delete();
-    await kubelet?.stop();
-    await core.deleteNamespace({ name: ns }).catch(() => undefined);
-    await core.deleteNamespace({ name: own }).catch(() => undefined);
+    await fixture?.teardown();
   });
   beforeEach(() => printControlPlaneLogsOnFailure());
 

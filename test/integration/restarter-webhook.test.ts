@@ -1,10 +1,10 @@
 import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
-import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
-import { FakeKubelet } from '../env/fake-kubelet.js';
-import { startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
-import { registerWebhook, type WebhookRegistration } from '../env/webhook-registration.js';
+import { printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
+import type { FakeKubelet } from '../env/fake-kubelet.js';
+import { startRollguardFixture, type RollguardFixture } from '../env/rollguard-fixture.js';
+import type { RollguardProcess } from '../env/rollguard-process.js';
 import { waitFor, waitUntil } from '../env/wait.js';
 
 const CM_KEY = 'configmap.rollguard.io/app-config';
@@ -22,27 +22,19 @@ function webSet(name: string, replicas = 3): V1StatefulSet {
 
 // The restarter with its webhook deployed: rollguard as a real process, registered by URL.
 describe('restarter with the webhook', () => {
-  const { kc, core, apps } = testCluster();
+  const { core, apps } = testCluster();
+  let fixture: RollguardFixture;
   let ns: string;
-  let own: string;
   let rollguard: RollguardProcess;
-  let webhook: WebhookRegistration;
   let kubelet: FakeKubelet;
   /** every pod uid the API ever reported deleted, per set */
   const deletedPods = new Map<string, Set<string>>();
   let podWatch: NodeJS.Timeout | undefined;
+  let watching = true;
 
   beforeAll(async () => {
-    ns = await createNamespace(core, 'rw');
-    own = await createNamespace(core, 'rw-rollguard');
-    kubelet = new FakeKubelet(kc, ns).start();
-    rollguard = await startRollguardProcess({
-      name: 'restarter-webhook',
-      kubeconfigPath: testCluster().kubeconfigPath,
-      args: [`--namespace=${own}`, `--watch-namespaces=${ns}`, `--webhook-configuration=${ns}`, '--debounce=1s'],
-    });
-    webhook = await registerWebhook(kc, { name: ns, port: rollguard.webhookPort, namespace: ns });
-    await rollguard.waitReady();
+    fixture = await startRollguardFixture({ name: 'rw', webhook: 'registered', args: ['--debounce=1s'] });
+    ({ ns, rollguard, kubelet } = fixture);
     // remember pod uids so a test can tell whether any pod was ever replaced
     const seen = new Map<string, string>();
     const poll = async (): Promise<void> => {
@@ -56,18 +48,15 @@ describe('restarter with the webhook', () => {
         }
       }
       for (const p of pods) seen.set(p.metadata!.uid!, ownerName(p));
-      podWatch = setTimeout(() => void poll().catch(() => undefined), 100);
+      if (watching) podWatch = setTimeout(() => void poll().catch(() => undefined), 100);
     };
     await poll();
   });
 
   afterAll(async () => {
+    watching = false;
     clearTimeout(podWatch);
-    await rollguard?.kill();
-    await webhook?.delete();
-    await kubelet?.stop();
-    await core.deleteNamespace({ name: ns }).catch(() => undefined);
-    await core.deleteNamespace({ name: own }).catch(() => undefined);
+    await fixture?.teardown();
   });
   beforeEach(() => printControlPlaneLogsOnFailure());
 

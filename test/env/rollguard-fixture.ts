@@ -1,0 +1,66 @@
+import { createNamespace, testCluster } from './cluster.js';
+import { FakeKubelet } from './fake-kubelet.js';
+import { freePort } from './ports.js';
+import { startRollguardProcess, type RollguardProcess } from './rollguard-process.js';
+import { registerWebhook, type WebhookRegistration } from './webhook-registration.js';
+
+export interface RollguardFixture {
+  /** where the test's workloads live; the fake kubelet plays their pods */
+  ns: string;
+  /** rollguard's own namespace (TLS Secret, Lease) */
+  own: string;
+  rollguard: RollguardProcess;
+  kubelet: FakeKubelet;
+  teardown(): Promise<void>;
+}
+
+export interface RollguardFixtureOptions {
+  /** namespace prefix, and the process's name in logs */
+  name: string;
+  /** registered: rollguard's webhook by URL; unreachable: registered at a port where nothing listens */
+  webhook: 'registered' | 'unreachable';
+  /** flags beyond the namespaces and the webhook configuration */
+  args?: string[];
+}
+
+/**
+ * rollguard as a real process in front of one namespace of its own, the way most integration
+ * files need it; teardown stops and deletes everything it made, also after a failure.
+ */
+export async function startRollguardFixture(opts: RollguardFixtureOptions): Promise<RollguardFixture> {
+  const { kc, core, kubeconfigPath } = testCluster();
+  const ns = await createNamespace(core, opts.name);
+  const own = await createNamespace(core, `${opts.name}-rollguard`);
+  const kubelet = new FakeKubelet(kc, ns).start();
+  let rollguard: RollguardProcess | undefined;
+  let webhook: WebhookRegistration | undefined;
+  const teardown = async (): Promise<void> => {
+    await rollguard?.kill();
+    await webhook?.delete();
+    await kubelet.stop();
+    await core.deleteNamespace({ name: ns }).catch(() => undefined);
+    await core.deleteNamespace({ name: own }).catch(() => undefined);
+  };
+  try {
+    if (opts.webhook === 'unreachable') {
+      // nothing listens on this port: every call fails before TLS, and failurePolicy Ignore lets it through
+      webhook = await registerWebhook(kc, { name: ns, port: await freePort(), namespace: ns, failurePolicy: 'Ignore', timeoutSeconds: 2 });
+    }
+    rollguard = await startRollguardProcess({
+      name: opts.name,
+      kubeconfigPath,
+      args: [
+        `--namespace=${own}`,
+        `--watch-namespaces=${ns}`,
+        `--webhook-configuration=${opts.webhook === 'registered' ? ns : ''}`,
+        ...(opts.args ?? []),
+      ],
+    });
+    if (opts.webhook === 'registered') webhook = await registerWebhook(kc, { name: ns, port: rollguard.webhookPort, namespace: ns });
+    await rollguard.waitReady();
+    return { ns, own, rollguard, kubelet, teardown };
+  } catch (err) {
+    await teardown();
+    throw err;
+  }
+}
