@@ -15,6 +15,7 @@ import { createMetrics } from '../src/metrics.js';
 import { createAdmissionHandler } from '../src/restarter/admission-handler.js';
 import type { ObjectVersion } from '../src/restarter/annotations.js';
 import { createWebhookServer } from '../src/server/webhook-server.js';
+import { staticCertificateSource } from '../test/env/static-certificate-source.js';
 import { createCertificateAuthority, createSignedCertificate } from '../src/tls/certificates.js';
 
 const SECONDS = Number(process.argv[2] ?? 5);
@@ -84,7 +85,7 @@ async function serveInChild(): Promise<void> {
   const webhook = createWebhookServer({
     host: '127.0.0.1',
     port: 0,
-    certificates: { current: () => ({ ...pair, caPem: ca.certPem }), onChange: () => () => undefined },
+    certificates: staticCertificateSource({ ...pair, caPem: ca.certPem }),
     handler: createAdmissionHandler({ cachesSynced: () => true, lookup: () => version, metrics }),
     isReady: () => true,
     logger,

@@ -1,4 +1,5 @@
 import https from 'node:https';
+import { staticCertificateSource } from '../test/env/static-certificate-source.js';
 import tls from 'node:tls';
 import { performance } from 'node:perf_hooks';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
@@ -14,7 +15,6 @@ import {
   certificateInfo,
   createCertificateAuthority,
   createSignedCertificate,
-  type ServingKeyPair,
 } from '../src/tls/certificates.js';
 import { nextBundle, renewalPolicy } from '../src/tls/rotator.js';
 
@@ -134,22 +134,6 @@ function inWorker(job: Job): Promise<JobResult> {
   });
 }
 
-function staticSource(initial: ServingKeyPair) {
-  let pair = initial;
-  const listeners = new Set<(p: ServingKeyPair) => void>();
-  return {
-    current: () => pair,
-    onChange(listener: (p: ServingKeyPair) => void) {
-      listeners.add(listener);
-      return () => listeners.delete(listener);
-    },
-    set(next: ServingKeyPair) {
-      pair = next;
-      for (const l of listeners) l(next);
-    },
-  };
-}
-
 const trivialHandler: AdmissionHandler = (body) => {
   const uid = (body as { request: { uid: string } }).request.uid;
   return { status: 200, body: { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid, allowed: true } } };
@@ -199,7 +183,7 @@ function sampleReview(): string {
 async function inProcess(): Promise<void> {
   const ca = await createCertificateAuthority({ commonName: 'bench-ca', validitySeconds: VALIDITY_SECONDS, keyBits: KEY_BITS });
   const leaf = { commonName: 'bench', validitySeconds: VALIDITY_SECONDS, keyBits: KEY_BITS, usage: 'server' as const, ipAddresses: ['127.0.0.1'] };
-  const source = staticSource(await createSignedCertificate(ca, leaf));
+  const source = staticCertificateSource(await createSignedCertificate(ca, leaf));
   const controller = new AbortController();
   const server = createWebhookServer({
     host: '127.0.0.1',

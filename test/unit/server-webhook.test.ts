@@ -1,4 +1,5 @@
 import https from 'node:https';
+import { staticCertificateSource } from '../env/static-certificate-source.js';
 import tls from 'node:tls';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,7 +15,6 @@ import {
   createCertificateAuthority,
   createSignedCertificate,
   type KeyPairPem,
-  type ServingKeyPair,
 } from '../../src/tls/certificates.js';
 import { waitFor } from '../env/wait.js';
 
@@ -25,23 +25,6 @@ interface Reply {
   status: number;
   headers: Record<string, string | string[] | undefined>;
   body: unknown;
-}
-
-/** A certificate source whose pair the test replaces by hand. */
-function staticSource(initial: ServingKeyPair) {
-  let pair = initial;
-  const listeners = new Set<(p: ServingKeyPair) => void>();
-  return {
-    current: () => pair,
-    onChange(listener: (p: ServingKeyPair) => void) {
-      listeners.add(listener);
-      return () => listeners.delete(listener);
-    },
-    set(next: ServingKeyPair) {
-      pair = next;
-      for (const l of listeners) l(next);
-    },
-  };
 }
 
 function review(request: Record<string, unknown> = { uid: 'u-1', operation: 'CREATE' }): Record<string, unknown> {
@@ -104,7 +87,7 @@ describe('webhook server over TLS on 127.0.0.1', () => {
   let ca: KeyPairPem;
   let first: KeyPairPem;
   let second: KeyPairPem;
-  let source: ReturnType<typeof staticSource>;
+  let source: ReturnType<typeof staticCertificateSource>;
   let server: WebhookServer;
   const controller = new AbortController();
   let port: number;
@@ -124,7 +107,7 @@ describe('webhook server over TLS on 127.0.0.1', () => {
     ca = await createCertificateAuthority({ commonName: 'server-test-ca', validitySeconds: VALIDITY_SECONDS, keyBits: KEY_BITS });
     const leaf = { commonName: 'webhook', validitySeconds: VALIDITY_SECONDS, keyBits: KEY_BITS, usage: 'server' as const, ipAddresses: ['127.0.0.1'] };
     [first, second] = await Promise.all([createSignedCertificate(ca, leaf), createSignedCertificate(ca, leaf)]);
-    source = staticSource(first);
+    source = staticCertificateSource(first);
     server = createWebhookServer({
       host: '127.0.0.1',
       port: 0,
@@ -267,7 +250,7 @@ describe('webhook server shutdown', () => {
     const server = createWebhookServer({
       host: '127.0.0.1',
       port: 0,
-      certificates: staticSource(leaf),
+      certificates: staticCertificateSource(leaf),
       handler: (body) => ({ status: 200, body: { uid: (body as { request: { uid: string } }).request.uid } }),
       isReady: () => true,
       logger: pino({ level: 'silent' }),
