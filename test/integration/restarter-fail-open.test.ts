@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
 import { printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
 import { startRollguardFixture, type RollguardFixture } from '../env/rollguard-fixture.js';
-import { waitFor } from '../env/wait.js';
+import { waitFor, waitUntil } from '../env/wait.js';
 
 // failurePolicy: Ignore is the design: a webhook that cannot be reached never blocks anyone,
 // and the reconcile loop annotates what the webhook missed.
@@ -35,7 +35,11 @@ describe('webhook registered but unreachable (fail-open)', () => {
     }, { timeoutMs: 15_000 });
     expect(annotated.spec!.template.metadata!.annotations!['configmap.rollguard.io/cfg']).toBe(`${cm.metadata!.uid}/${cm.metadata!.resourceVersion}`);
     expect(annotated.metadata!.generation).toBe(2);
-    const events = await core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=web' });
-    expect(events.items.map((e) => e.reason)).toContain('ReferencesAnnotated');
+    // the Event is written after the patch it explains
+    await waitUntil('a ReferencesAnnotated Event on web', async () => {
+      const events = await core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=web' });
+      const reasons = events.items.map((e) => e.reason);
+      return reasons.includes('ReferencesAnnotated') || `reasons: ${reasons.join(', ')}`;
+    }, { timeoutMs: 10_000 });
   });
 });

@@ -162,8 +162,12 @@ describe('restarter with the webhook', () => {
     const rolled = await readySet('early', 2);
     const cm = await core.readNamespacedConfigMap({ name: 'late', namespace: ns });
     expect(rolled.spec!.template.metadata!.annotations!['configmap.rollguard.io/late']).toBe(`${cm.metadata!.uid}/${cm.metadata!.resourceVersion}`);
-    const events = await core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=early' });
-    expect(events.items.map((e) => e.message).join('\n')).toMatch(/ConfigMap late appeared/);
+    // the Event is written after the patch it explains
+    await waitUntil('an Event saying the ConfigMap appeared', async () => {
+      const events = await core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=early' });
+      const messages = events.items.map((e) => e.message).join(' | ');
+      return /ConfigMap late appeared/.test(messages) || `messages: ${messages}`;
+    });
   });
 });
 
