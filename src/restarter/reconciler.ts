@@ -1,6 +1,7 @@
 import type { Operation } from 'fast-json-patch';
 import type { V1StatefulSet } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { ConflictError, errorText, isConflict, statusCode } from '../kube/api-status.js';
 import type { EventRecorder, EventSubject } from '../kube/events.js';
 import { splitObjectKey } from '../kube/informer.js';
 import type { TokenBucket } from '../kube/token-bucket.js';
@@ -11,11 +12,11 @@ import {
   annotationChanges,
   desiredAnnotations,
   isRollguardAnnotation,
-  withDesiredAnnotations,
   type AnnotationChange,
   type DesiredAnnotation,
   type VersionLookup,
 } from './annotations.js';
+import { templateAnnotationOps } from './patch.js';
 import type { ObjectKind } from './references.js';
 
 /** Event reasons: a referenced object changed; references tracked for the first time (or newly); references dropped. */
@@ -30,11 +31,6 @@ const NOT_SYNCED_RETRY_MS = 1_000;
 const CACHE_LAG_RETRY_MS = 250;
 /** …and at most this long in all, so an annotation carrying a made-up resourceVersion cannot stall the set. */
 const CACHE_LAG_MAX_MS = 60_000;
-
-/** The API server refused the patch because the set changed since the cache saw it; retry with fresh state. */
-export class ConflictError extends Error {
-  override readonly name = 'ConflictError';
-}
 
 export interface ReconcilerDeps {
   statefulSet(namespace: string, name: string): V1StatefulSet | undefined;
@@ -62,10 +58,6 @@ interface Plan {
   changes: AnnotationChange[];
 }
 
-function escapePointer(segment: string): string {
-  return segment.replaceAll('~', '~0').replaceAll('/', '~1');
-}
-
 /**
  * The JSON Patch that brings the set's template annotations from what the cache holds to
  * `desired`. It starts with a test of the cached resourceVersion: if anyone wrote the set since,
@@ -76,22 +68,10 @@ export function annotationPatch(set: V1StatefulSet, desired: DesiredAnnotation[]
   if (!resourceVersion) {
     throw new Error(`StatefulSet ${set.metadata?.namespace}/${set.metadata?.name} has no metadata.resourceVersion to patch against`);
   }
-  const ops: Operation[] = [{ op: 'test', path: '/metadata/resourceVersion', value: resourceVersion }];
-  const meta = set.spec?.template?.metadata;
-  const current = meta?.annotations;
-  if (!meta) {
-    ops.push({ op: 'add', path: '/spec/template/metadata', value: { annotations: withDesiredAnnotations(undefined, desired) } });
-  } else if (!current) {
-    ops.push({ op: 'add', path: '/spec/template/metadata/annotations', value: withDesiredAnnotations(undefined, desired) });
-  } else {
-    for (const change of changes) {
-      const path = `/spec/template/metadata/annotations/${escapePointer(change.key)}`;
-      if (change.to === undefined) ops.push({ op: 'remove', path });
-      else if (change.from === undefined) ops.push({ op: 'add', path, value: change.to });
-      else ops.push({ op: 'replace', path, value: change.to });
-    }
-  }
-  return ops;
+  return [
+    { op: 'test', path: '/metadata/resourceVersion', value: resourceVersion },
+    ...templateAnnotationOps(set.spec?.template?.metadata, desired, changes),
+  ];
 }
 
 function parseValue(value: string): { uid: string; resourceVersion: string } | undefined {
@@ -129,12 +109,6 @@ function numericResourceVersion(value: string | undefined): bigint | undefined {
   return rv !== undefined && /^\d+$/.test(rv) ? BigInt(rv) : undefined;
 }
 
-function conflictCode(err: unknown): number | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  // 409: resourceVersion conflict; 422: the patch's test of the resourceVersion failed.
-  return code === 409 || code === 422 ? code : undefined;
-}
-
 /**
  * Brings one StatefulSet's restarter annotations to what its referenced objects' versions say,
  * from the caches alone; writes only when something differs, so a restart of rollguard (or a
@@ -168,14 +142,13 @@ export class Reconciler {
     try {
       patched = await deps.patchStatefulSet(namespace, name, annotationPatch(set, desired, changes));
     } catch (err) {
-      const code = conflictCode(err);
-      if (code !== undefined) {
+      if (isConflict(err)) {
         throw new ConflictError(
-          `StatefulSet ${key} changed since resourceVersion ${set.metadata?.resourceVersion} (HTTP ${code}); will retry from the newer version`,
+          `StatefulSet ${key} changed since resourceVersion ${set.metadata?.resourceVersion} (HTTP ${statusCode(err)}); will retry from the newer version`,
           { cause: err },
         );
       }
-      throw new Error(`patching the pod template annotations of StatefulSet ${key}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+      throw new Error(`patching the pod template annotations of StatefulSet ${key}: ${errorText(err)}`, { cause: err });
     }
 
     const descriptions = changes.map(describeChange);

@@ -1,6 +1,7 @@
 import type { V1StatefulSet, V1StatefulSetSpec } from '@kubernetes/client-node';
 import type { Operation } from 'fast-json-patch';
 import { DEFAULT_REPLICAS, isHealthGated } from './decision.js';
+import { isJsonObject } from '../kube/json.js';
 
 const STRATEGY_PATH = '/spec/updateStrategy';
 const ROLLING_UPDATE_PATH = `${STRATEGY_PATH}/rollingUpdate`;
@@ -83,7 +84,7 @@ function sameValue(a: unknown, b: unknown): boolean {
   if (Array.isArray(a) || Array.isArray(b)) {
     return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((item, i) => sameValue(item, b[i]));
   }
-  if (!isRecord(a) || !isRecord(b)) return false;
+  if (!isJsonObject(a) || !isJsonObject(b)) return false;
   const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
   for (const key of keys) {
     if (!sameValue(a[key], b[key])) return false;
@@ -91,6 +92,3 @@ function sameValue(a: unknown, b: unknown): boolean {
   return true;
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null;
-}

@@ -6,8 +6,8 @@ import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { createMetrics } from '../../src/metrics.js';
 import { ENABLED_LABEL, annotationKey, desiredAnnotations, annotationChanges, type ObjectVersion } from '../../src/restarter/annotations.js';
+import { ConflictError } from '../../src/kube/api-status.js';
 import {
-  ConflictError,
   Reconciler,
   annotationPatch,
   describeChange,

@@ -1,0 +1,31 @@
+import jsonpatch, { type Operation } from 'fast-json-patch';
+import { withDesiredAnnotations, type AnnotationChange, type DesiredAnnotation } from './annotations.js';
+
+const TEMPLATE_METADATA_PATH = '/spec/template/metadata';
+const TEMPLATE_ANNOTATIONS_PATH = `${TEMPLATE_METADATA_PATH}/annotations`;
+
+/** The pod template's metadata as a workload carries it; a wire object may hold null where a typed one holds undefined. */
+export interface TemplateMetadata {
+  annotations?: Record<string, string> | null;
+}
+
+/**
+ * The JSON Patch operations that bring a workload's pod template annotations from what
+ * `metadata` holds to `desired`, given the `changes` between them (annotationChanges). The one
+ * patch builder: the webhook and the reconcile loop both write with it. A missing metadata or
+ * annotations map is added whole, since removals need an existing map.
+ */
+export function templateAnnotationOps(
+  metadata: TemplateMetadata | null | undefined,
+  desired: DesiredAnnotation[],
+  changes: AnnotationChange[],
+): Operation[] {
+  if (changes.length === 0) return [];
+  if (!metadata) return [{ op: 'add', path: TEMPLATE_METADATA_PATH, value: { annotations: withDesiredAnnotations(undefined, desired) } }];
+  if (!metadata.annotations) return [{ op: 'add', path: TEMPLATE_ANNOTATIONS_PATH, value: withDesiredAnnotations(undefined, desired) }];
+  return changes.map(({ key, from, to }): Operation => {
+    const path = `${TEMPLATE_ANNOTATIONS_PATH}/${jsonpatch.escapePathComponent(key)}`;
+    if (to === undefined) return { op: 'remove', path };
+    return from === undefined ? { op: 'add', path, value: to } : { op: 'replace', path, value: to };
+  });
+}
