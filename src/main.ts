@@ -69,6 +69,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     logger,
     metrics,
     instance: identity,
+    ownNamespace: namespace,
   });
 
   const rollouts = createRolloutController({

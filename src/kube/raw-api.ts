@@ -104,3 +104,8 @@ function statusError(path: string, status: number, body: string): ApiStatusError
   }
   return new ApiStatusError('GET', path, status, reason, message);
 }
+
+/** True for "404 Not Found". */
+export function isNotFound(err: unknown): boolean {
+  return err instanceof ApiStatusError && err.statusCode === 404;
+}

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { V1ObjectMeta, V1PodTemplateSpec } from '@kubernetes/client-node';
 import { referencedObjects, type ObjectKind } from './references.js';
+import { knownEquivalent, parseDigestRecords } from './digests.js';
 import { ABSENT, numericResourceVersion, replaces } from './versions.js';
 
 /** Label on a StatefulSet that opts it in; value "true". */
@@ -61,6 +62,8 @@ export interface AnnotationChange {
   name?: string;
   from?: string;
   to?: string;
+  /** The data keys whose digest changed; null: the data changed, keys not nameable; absent: not compared. */
+  dataKeys?: string[] | null;
 }
 
 /** The name part of an annotation key: a qualified-name segment, as the API server validates it. */
@@ -167,7 +170,9 @@ function ownValue(map: Record<string, string> | undefined, key: string): string 
  * `<uid>/<resourceVersion>` of the object, or ABSENT when it does not exist. Never a value older
  * than the stored one (see `replaces`): a candidate refused as older is held back, the stored
  * value kept. An opted-out reference (ignore label, ignore-* annotation) keeps its stored value,
- * frozen, so that opting out restarts nothing; without a stored value it is not tracked.
+ * frozen, so that opting out restarts nothing; without a stored value it is not tracked. A
+ * candidate that the workload's DIGESTS_ANNOTATION knows to hold the stored version's data keeps
+ * the stored value: a metadata-only change rolls nothing.
  */
 export function planAnnotations(input: PlanInput): AnnotationPlan {
   const ignored: Record<ObjectKind, Set<string>> = {
@@ -175,6 +180,7 @@ export function planAnnotations(input: PlanInput): AnnotationPlan {
     Secret: ignoredNames(input.annotations, IGNORE_SECRETS_ANNOTATION),
   };
   const wasFrozen = frozenEntries(input.annotations);
+  const digests = parseDigestRecords(input.annotations);
   const storedAt = numericResourceVersion(input.storedAt);
   const desired: DesiredAnnotation[] = [];
   const heldBack: HeldBack[] = [];
@@ -199,7 +205,8 @@ export function planAnnotations(input: PlanInput): AnnotationPlan {
     }
     const progress = input.cacheProgress ? numericResourceVersion(input.cacheProgress(kind)) ?? 0n : undefined;
     if (replaces(candidate, stored, { cacheProgress: progress, storedAt })) {
-      desired.push({ key, kind, name, value: candidate });
+      // the workload's digest record says the candidate holds the stored version's data: metadata only
+      desired.push({ key, kind, name, value: knownEquivalent(digests.get(key), stored, candidate) ? stored : candidate });
     } else {
       desired.push({ key, kind, name, value: stored });
       heldBack.push({ key, kind, name, stored, candidate });

@@ -18,5 +18,8 @@ export function describeChange(change: AnnotationChange): string {
   if (from && to && from.uid !== to.uid) {
     return `${object} was recreated (uid ${from.uid} → ${to.uid}, resourceVersion ${from.resourceVersion} → ${to.resourceVersion})`;
   }
-  return `${object} changed (resourceVersion ${from?.resourceVersion ?? ABSENT} → ${to?.resourceVersion ?? ABSENT})`;
+  const versions = `resourceVersion ${from?.resourceVersion ?? ABSENT} → ${to?.resourceVersion ?? ABSENT}`;
+  if (change.dataKeys === null) return `${object}: data changed, ${versions}`;
+  if (change.dataKeys) return `${object}: data changed (${change.dataKeys.length === 1 ? 'key' : 'keys'} ${change.dataKeys.join(', ')}), ${versions}`;
+  return `${object} changed (${versions})`;
 }

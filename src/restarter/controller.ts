@@ -18,6 +18,8 @@ import { TokenBucket } from '../kube/token-bucket.js';
 import type { Runnable } from '../manager.js';
 import type { Metrics } from '../metrics.js';
 import { ENABLED_LABEL, IGNORE_LABEL, type VersionLookup } from './annotations.js';
+import { DigestKeySource } from './digest-key.js';
+import { DigestReader } from './digest-reader.js';
 import { Reconciler, type FreshRead } from './reconciler.js';
 import type { ObjectKind } from './references.js';
 import { ReverseIndex } from './reverse-index.js';
@@ -61,6 +63,8 @@ export interface RestarterControllerOptions {
   metrics: Metrics;
   /** This replica's name in Events; the host name by default. */
   instance?: string;
+  /** rollguard's own namespace, where the digest key Secret lives; omitted: no data check (every version bump rolls). */
+  ownNamespace?: string;
 }
 
 export interface CacheStatus {
@@ -146,6 +150,8 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   const lookup: VersionLookup = (kind, namespace, name) => metadata[kind].store.get(namespace, name);
   const cachesSynced = (): boolean => informers.every((i) => i.synced());
 
+  const digestKeys = opts.ownNamespace !== undefined ? new DigestKeySource(opts.kubeConfig, opts.ownNamespace) : undefined;
+  const digestReader = digestKeys ? new DigestReader(api, () => digestKeys.keys()) : undefined;
   const reconciler = new Reconciler({
     statefulSet: (namespace, name) => sets.store.get(namespace, name),
     lookup,
@@ -158,6 +164,14 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     restartLimiter,
     logger: log,
     metrics,
+    ...(digestKeys && digestReader
+      ? {
+          data: {
+            read: (kind, namespace, name, seen) => digestReader.read(kind, namespace, name, seen),
+            currentKeyId: async () => (await digestKeys.keys()).currentId,
+          },
+        }
+      : {}),
   });
 
   const controller = new Controller({

@@ -22,8 +22,12 @@ import {
   type VersionLookup,
 } from './annotations.js';
 import { describeChange } from './change-text.js';
+import { baselineRecord, judgeRead, needsBaseline } from './data-check.js';
+import type { DigestRead } from './digest-reader.js';
+import { DIGESTS_ANNOTATION, formatDigestRecords, parseDigestRecords } from './digests.js';
 import { templateAnnotationOps, workloadAnnotationOps } from './patch.js';
 import type { ObjectKind } from './references.js';
+import { recordCovers } from './digests.js';
 import { numericResourceVersion, parseAnnotationValue } from './versions.js';
 
 /** Event reasons: a referenced object changed; references tracked for the first time (or newly); references dropped. */
@@ -67,6 +71,14 @@ export interface ReconcilerDeps {
   logger: Logger;
   metrics: Pick<Metrics, 'patches' | 'restarts' | 'restartsDeferred'>;
   now?: () => Date;
+  /**
+   * The data check: one object's digests from a fresh GET (shared by the sets that reference it),
+   * and the id of the key digests are written under. Omitted: every version bump rolls.
+   */
+  data?: {
+    read(kind: ObjectKind, namespace: string, name: string, seen: string): Promise<DigestRead>;
+    currentKeyId(): Promise<string>;
+  };
 }
 
 export interface ReconcileResult {
@@ -83,6 +95,8 @@ interface Plan {
   heldBack: HeldBack[];
   /** FROZEN_ANNOTATION as it should be; undefined when it is right already. */
   frozen?: string | null;
+  /** DIGESTS_ANNOTATION as it should be; undefined when it is right already. */
+  digests?: string | null;
 }
 
 /**
@@ -148,6 +162,8 @@ export class Reconciler {
   /** Sets whose current deferral has had its Event. */
   private readonly deferred = new Set<string>();
   private readonly now: () => Date;
+  /** The digest key id last seen; a record under another one is re-keyed (a rotation). */
+  private keyId?: string;
 
   constructor(private readonly deps: ReconcilerDeps) {
     this.now = deps.now ?? (() => new Date());
@@ -170,6 +186,7 @@ export class Reconciler {
       plan = withFreshVersions(plan, fromTheFuture);
     }
     this.lagSince.delete(key);
+    plan = await this.checkData(key, plan);
     if (plan.changes.length === 0) return this.writeFrozen(key, plan);
 
     const wait = this.floorWait(plan.set);
@@ -181,7 +198,9 @@ export class Reconciler {
     let again = fresh ? this.plan(fresh) : undefined;
     if (!again) return {};
     if (fromTheFuture && again.heldBack.length > 0) again = withFreshVersions(again, fromTheFuture);
-    if (again.heldBack.length > 0 || again.changes.length === 0) return { requeueAfterMs: 0 };
+    if (again.heldBack.length > 0) return { requeueAfterMs: 0 };
+    again = await this.checkData(key, again);
+    if (again.changes.length === 0) return { requeueAfterMs: 0 };
     return this.writeTemplate(key, again);
   }
 
@@ -213,7 +232,7 @@ export class Reconciler {
     const wantFrozen = result.frozen.length > 0 ? result.frozen.join(',') : null;
     const haveFrozen = set.metadata?.annotations?.[FROZEN_ANNOTATION] ?? null;
     const frozen = wantFrozen === haveFrozen ? undefined : wantFrozen;
-    if (changes.length === 0 && frozen === undefined && result.heldBack.length === 0) return undefined;
+    if (changes.length === 0 && frozen === undefined && result.heldBack.length === 0 && !this.mayNeedRecords(set, result.desired)) return undefined;
     return { set, desired: result.desired, changes, heldBack: result.heldBack, frozen };
   }
 
@@ -280,6 +299,7 @@ export class Reconciler {
     const ops = [
       ...annotationPatch(set, desired, changes),
       ...this.frozenOps(plan),
+      ...this.digestOps(plan),
       ...workloadAnnotationOps(set.metadata?.annotations, LAST_RESTART_ANNOTATION, this.now().toISOString()),
     ];
     const patched = await this.patch(key, set, ops, 'the pod template annotations');
@@ -308,13 +328,85 @@ export class Reconciler {
     return workloadAnnotationOps(plan.set.metadata?.annotations, FROZEN_ANNOTATION, plan.frozen ?? undefined);
   }
 
-  /** Only the frozen list differs: a write of the set's own metadata, which rolls nothing. */
+  private digestOps(plan: Plan): Operation[] {
+    if (plan.digests === undefined) return [];
+    return workloadAnnotationOps(plan.set.metadata?.annotations, DIGESTS_ANNOTATION, plan.digests ?? undefined);
+  }
+
+  /** Only the frozen list or the digest records differ: a write of the set's own metadata, which rolls nothing. */
   private async writeFrozen(key: string, plan: Plan): Promise<ReconcileResult> {
-    const ops = this.frozenOps(plan);
+    const ops = [...this.frozenOps(plan), ...this.digestOps(plan)];
     if (ops.length === 0) return {};
-    await this.patch(key, plan.set, [{ op: 'test', path: '/metadata/resourceVersion', value: plan.set.metadata?.resourceVersion ?? '' }, ...ops], 'the frozen references');
-    this.deps.logger.debug({ statefulSet: key, frozen: plan.frozen }, `StatefulSet ${key}: frozen references now ${plan.frozen ?? 'none'}`);
+    await this.patch(key, plan.set, [{ op: 'test', path: '/metadata/resourceVersion', value: plan.set.metadata?.resourceVersion ?? '' }, ...ops], 'the frozen references and data digests');
+    if (plan.frozen !== undefined) this.deps.logger.debug({ statefulSet: key, frozen: plan.frozen }, `StatefulSet ${key}: frozen references now ${plan.frozen ?? 'none'}`);
     return {};
+  }
+
+  /** Whether a reference of the template lacks a digest record that is right for its value (then one read makes it). */
+  private mayNeedRecords(set: V1StatefulSet, desired: DesiredAnnotation[]): boolean {
+    if (!this.deps.data) return false;
+    const records = parseDigestRecords(set.metadata?.annotations);
+    const current = set.spec?.template?.metadata?.annotations ?? {};
+    const stale = [...records.keys()].some((k) => !desired.some((d) => d.key === k));
+    // before the first check loads the keys, any record's key id stands
+    return stale || desired.some((d) => current[d.key] === d.value && needsBaseline(d.value, records.get(d.key), this.keyId ?? records.get(d.key)?.keyId ?? ''));
+  }
+
+  /**
+   * The data check. A planned bump of a version (a newer resourceVersion, or a recreated object)
+   * is decided on the object's data: one GET, shared by every set that references it, compared
+   * with the digest recorded for the version the template names. Equal: no bump, the newer version
+   * recorded as equivalent. Different: the bump, with the changed keys for its Event. References
+   * without a record get one from a read while the object is still at the template's version.
+   */
+  private async checkData(key: string, plan: Plan): Promise<Plan> {
+    const data = this.deps.data;
+    if (!data) return plan;
+    const currentKeyId = await data.currentKeyId();
+    this.keyId = currentKeyId;
+    const namespace = plan.set.metadata?.namespace ?? '';
+    const template = plan.set.spec?.template?.metadata?.annotations ?? {};
+    const records = parseDigestRecords(plan.set.metadata?.annotations);
+    const next = new Map<string, NonNullable<ReturnType<typeof records.get>>>();
+    const desired: DesiredAnnotation[] = [];
+    const keysOf = new Map<string, string[] | null>();
+    for (const d of plan.desired) {
+      const stored = Object.hasOwn(template, d.key) ? template[d.key] : undefined;
+      const record = records.get(d.key);
+      const bump = stored !== undefined && stored !== d.value && parseAnnotationValue(stored).kind === 'version' && parseAnnotationValue(d.value).kind === 'version';
+      if (bump) {
+        const verdict = judgeRead(stored, d.value, record, await data.read(d.kind, namespace, d.name, d.value), currentKeyId);
+        if (verdict.kind === 'same') {
+          this.deps.logger.debug(
+            { statefulSet: key, kind: d.kind, name: d.name, from: stored, to: verdict.record.version },
+            `StatefulSet ${key}: ${d.kind} ${d.name} changed metadata only (${stored} → ${verdict.record.version}); no restart`,
+          );
+          desired.push({ ...d, value: stored });
+          next.set(d.key, verdict.record);
+          continue;
+        }
+        if (verdict.kind === 'none') {
+          desired.push(d);
+          continue;
+        }
+        if (verdict.kind === 'changed') keysOf.set(d.key, verdict.keys);
+        desired.push({ ...d, value: verdict.value });
+        next.set(d.key, verdict.record);
+        continue;
+      }
+      desired.push(d);
+      if (stored === d.value && needsBaseline(d.value, record, currentKeyId)) {
+        const made = baselineRecord(d.value, record, await data.read(d.kind, namespace, d.name, d.value), currentKeyId);
+        if (made) next.set(d.key, made);
+        else if (recordCovers(record, d.value)) next.set(d.key, record);
+        continue;
+      }
+      if (stored === d.value && record) next.set(d.key, record);
+    }
+    const changes = annotationChanges(template, desired).map((c) => (keysOf.has(c.key) ? { ...c, dataKeys: keysOf.get(c.key) } : c));
+    const want = formatDigestRecords(next) ?? null;
+    const have = plan.set.metadata?.annotations?.[DIGESTS_ANNOTATION] ?? null;
+    return { ...plan, desired, changes, digests: want === have ? undefined : want };
   }
 
   /**

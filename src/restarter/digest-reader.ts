@@ -1,0 +1,78 @@
+import type { RawApi } from '../kube/raw-api.js';
+import { isNotFound } from '../kube/raw-api.js';
+import { dataDigests, type KeyDigests, type ObjectData } from './digests.js';
+import type { DigestKeys } from './digest-key.js';
+import type { ObjectKind } from './references.js';
+import { ABSENT } from './versions.js';
+
+/** One object's data digests as the API server has it now; the data itself is gone once these are computed. */
+export interface DigestRead {
+  /** `<uid>/<resourceVersion>` of what was read, or ABSENT. */
+  version: string;
+  /** Key id → digests, for every key the source held. */
+  digests: Map<string, KeyDigests>;
+}
+
+/** How long a read answers for the same version: a debounce window and a wave of sets sharing the object. */
+const READ_REUSE_MS = 60_000;
+const MAX_REMEMBERED = 10_000;
+
+const PLURALS: Record<ObjectKind, string> = { ConfigMap: 'configmaps', Secret: 'secrets' };
+
+interface Remembered {
+  read: Promise<DigestRead>;
+  at: number;
+}
+
+/**
+ * GETs one object and keeps only its digests, remembered by (kind, namespace, name, the version
+ * the cache showed): the sets that share the object, and a burst within the debounce, cost one GET.
+ */
+export class DigestReader {
+  private readonly remembered = new Map<string, Remembered>();
+  gets = 0;
+
+  constructor(
+    private readonly api: RawApi,
+    private readonly keys: () => Promise<DigestKeys>,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  read(kind: ObjectKind, namespace: string, name: string, seen: string): Promise<DigestRead> {
+    const id = `${kind}/${namespace}/${name}@${seen}`;
+    const now = this.now();
+    const hit = this.remembered.get(id);
+    if (hit && now - hit.at < READ_REUSE_MS) return hit.read;
+    this.forgetOld(now);
+    const read = this.fetch(kind, namespace, name);
+    this.remembered.set(id, { read, at: now });
+    read.catch(() => this.remembered.delete(id));
+    return read;
+  }
+
+  private forgetOld(now: number): void {
+    for (const [id, r] of this.remembered) if (now - r.at >= READ_REUSE_MS) this.remembered.delete(id);
+    while (this.remembered.size >= MAX_REMEMBERED) {
+      const oldest = this.remembered.keys().next().value;
+      if (oldest === undefined) break;
+      this.remembered.delete(oldest);
+    }
+  }
+
+  private async fetch(kind: ObjectKind, namespace: string, name: string): Promise<DigestRead> {
+    const keys = await this.keys();
+    this.gets += 1;
+    let object: ObjectData & { metadata?: { uid?: string; resourceVersion?: string } };
+    try {
+      const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/${PLURALS[kind]}/${encodeURIComponent(name)}`;
+      object = (await this.api.getJson({ path, accept: 'application/json' })) as typeof object;
+    } catch (err) {
+      if (isNotFound(err)) return { version: ABSENT, digests: new Map() };
+      throw err;
+    }
+    const digests = new Map<string, KeyDigests>();
+    for (const [keyId, key] of keys.keys) digests.set(keyId, dataDigests(kind, object, key));
+    const version = `${object.metadata?.uid ?? ''}/${object.metadata?.resourceVersion ?? ''}`;
+    return { version, digests };
+  }
+}
