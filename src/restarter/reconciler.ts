@@ -378,7 +378,7 @@ export class Reconciler {
         const verdict = judgeRead(stored, d.value, record, await data.read(d.kind, namespace, d.name, d.value), currentKeyId);
         if (verdict.kind === 'same') {
           this.deps.logger.debug(
-            { statefulSet: key, kind: d.kind, name: d.name, from: stored, to: verdict.record.version },
+            { statefulSet: key, kind: d.kind, object: d.name, from: stored, to: verdict.record.version },
             `StatefulSet ${key}: ${d.kind} ${d.name} changed metadata only (${stored} → ${verdict.record.version}); no restart`,
           );
           desired.push({ ...d, value: stored });
