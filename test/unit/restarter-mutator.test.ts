@@ -83,3 +83,24 @@ describe('restarterMutator on UPDATE', () => {
     expect(templateValue(apply(upgraded, blind(update(upgraded, old), upgraded)))).toBe('new-uid/200');
   });
 });
+
+describe('restarterMutator and the digest record', () => {
+  const mutate = restarterMutator({ cachesSynced: true, lookup, cacheProgress: () => '400' });
+  const record = (v: string): Record<string, string> => ({ 'rollguard.io/digests': JSON.stringify({ [KEY]: { v, k: 'k1', d: { a: '0123456789abcdef' } } }) });
+
+  it('an owner\'s template change does not bump a version the record knows to hold the same data', () => {
+    const old = set({ value: 'cm-uid/208', annotations: record('cm-uid/264') });
+    const upgraded = set({ value: 'cm-uid/208', image: 'web:2', annotations: record('cm-uid/264') });
+    const after = apply(upgraded, mutate(update(upgraded, old), upgraded));
+    expect(templateValue(after)).toBe('cm-uid/208');
+    expect(setAnnotations(after)[RESTART_REASON_ANNOTATION]).toBeUndefined();
+  });
+
+  it('bumps when the record is older than the cache\'s version, or stale for the template\'s value', () => {
+    for (const [value, v] of [['cm-uid/208', 'cm-uid/230'], ['cm-uid/240', 'cm-uid/230']] as const) {
+      const old = set({ value, annotations: record(v) });
+      const upgraded = set({ value, image: 'web:2', annotations: record(v) });
+      expect(templateValue(apply(upgraded, mutate(update(upgraded, old), upgraded)))).toBe('cm-uid/264');
+    }
+  });
+});
