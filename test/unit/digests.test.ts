@@ -40,7 +40,7 @@ describe('dataDigests', () => {
   });
 
   it('two data maps have the same digests exactly when they are equal, whatever the order', () => {
-    const maps = [{}, { a: '' }, { a: '1' }, { a: '1', b: '2' }, { b: '2', a: '1' }, { a: '12' }, { a1: '2' }, { 'a:1': '' }, { a: ':1' }];
+    const maps: Record<string, string>[] = [{}, { a: '' }, { a: '1' }, { a: '1', b: '2' }, { b: '2', a: '1' }, { a: '12' }, { a1: '2' }, { 'a:1': '' }, { a: ':1' }];
     for (const x of maps) {
       for (const y of maps) {
         const equal = JSON.stringify(Object.entries(x).sort()) === JSON.stringify(Object.entries(y).sort());
@@ -61,8 +61,8 @@ describe('changedKeys', () => {
 describe('the digest record annotation', () => {
   it('round-trips, sorted the same on every replica; unreadable text counts as no record', () => {
     const records: DigestRecords = new Map([
-      ['secret.rollguard.io/s', { version: 'u/2', keyId: 'k1', digests: { z: '1', a: '2' } }],
-      ['configmap.rollguard.io/c', { version: 'u/1', keyId: 'k1', digests: {} }],
+      ['secret.rollguard.io/s', { version: 'u/2', keyId: 'k1', digests: { z: '1', a: '2' } as Record<string, string> }],
+      ['configmap.rollguard.io/c', { version: 'u/1', keyId: 'k1', digests: {} as Record<string, string> }],
     ]);
     const text = formatDigestRecords(records)!;
     expect(text.indexOf('configmap')).toBeLessThan(text.indexOf('secret'));

@@ -108,6 +108,7 @@ describe('Reconciler', () => {
     minRestartIntervalMs?: number;
     now?: Date;
     fresh?: FreshRead;
+    data?: ReconcilerDeps['data'];
   }) {
     const patches: Operation[][] = [];
     const events: string[] = [];
@@ -135,6 +136,7 @@ describe('Reconciler', () => {
       restartLimiter: { take: async () => void tokens++ },
       logger: pino({ level: 'silent' }),
       metrics,
+      ...(opts.data ? { data: opts.data } : {}),
     };
     return {
       reconciler: new Reconciler(deps),
@@ -264,5 +266,52 @@ describe('Reconciler', () => {
     await expect(gone.reconciler.reconcile('ns/web', signal)).resolves.toEqual({});
     expect(gone.patches).toEqual([]);
   });
-});
 
+  describe('the data check', () => {
+    const records = (cm: string): Record<string, string> => ({
+      'rollguard.io/digests': JSON.stringify({ [CM]: { v: cm, k: 'k1', d: { a: 'aa' } }, [SECRET]: { v: 'u2/3', k: 'k1', d: { p: 'pp' } } }),
+    });
+    const withRecords = (cm: string): V1StatefulSet => {
+      const s = set({ [CM]: 'u1/812', [SECRET]: 'u2/3' });
+      s.metadata!.annotations = records(cm);
+      return s;
+    };
+    const dataOf = (digests: Record<string, string>, reads: string[]): ReconcilerDeps['data'] => ({
+      read: async (kind, _ns, name, seen) => {
+        reads.push(`${kind}/${name}@${seen}`);
+        return { version: 'u1/845', digests: new Map([['k1', digests]]) };
+      },
+      currentKeyId: async () => 'k1',
+    });
+
+    it('a metadata-only change: no template patch, no restart time, no Event; the newer version recorded as equivalent', async () => {
+      const reads: string[] = [];
+      const h = harness({ cached: withRecords('u1/812'), versions, data: dataOf({ a: 'aa' }, reads) });
+      await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({});
+      expect(reads).toEqual(['ConfigMap/app@u1/845']);
+      expect(h.events).toEqual([]);
+      expect(h.patches).toEqual([
+        [
+          { op: 'test', path: '/metadata/resourceVersion', value: '100' },
+          { op: 'replace', path: '/metadata/annotations/rollguard.io~1digests', value: records('u1/845')['rollguard.io/digests'] },
+        ],
+      ]);
+    });
+
+    it('once recorded, nothing is read again and nothing written', async () => {
+      const reads: string[] = [];
+      const h = harness({ cached: withRecords('u1/845'), versions, data: dataOf({ a: 'aa' }, reads) });
+      await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({});
+      expect(reads).toEqual([]);
+      expect(h.patches).toEqual([]);
+    });
+
+    it('a data change rolls, and the Event names the keys', async () => {
+      const reads: string[] = [];
+      const h = harness({ cached: withRecords('u1/812'), versions, data: dataOf({ a: 'xx' }, reads) });
+      await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+      expect(h.events).toEqual(['StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app: data changed (key a), resourceVersion 812 → 845']);
+      expect(h.patches[0]!.map((op) => op.path)).toContain('/metadata/annotations/rollguard.io~1last-restart-at');
+    });
+  });
+});
