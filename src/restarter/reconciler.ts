@@ -27,7 +27,7 @@ import type { DigestRead } from './digest-reader.js';
 import { DIGESTS_ANNOTATION, formatDigestRecords, parseDigestRecords } from './digests.js';
 import { templateAnnotationOps, workloadAnnotationOps } from './patch.js';
 import type { ObjectKind } from './references.js';
-import { recordCovers } from './digests.js';
+import { recordCovers, type DigestRecord } from './digests.js';
 import { numericResourceVersion, parseAnnotationValue } from './versions.js';
 
 /** Event reasons: a referenced object changed; references tracked for the first time (or newly); references dropped. */
@@ -349,7 +349,31 @@ export class Reconciler {
     const current = set.spec?.template?.metadata?.annotations ?? {};
     const stale = [...records.keys()].some((k) => !desired.some((d) => d.key === k));
     // before the first check loads the keys, any record's key id stands
-    return stale || desired.some((d) => current[d.key] === d.value && needsBaseline(d.value, records.get(d.key), this.keyId ?? records.get(d.key)?.keyId ?? ''));
+    const namespace = set.metadata?.namespace ?? '';
+    return (
+      stale ||
+      desired.some(
+        (d) =>
+          current[d.key] === d.value &&
+          needsBaseline(d.value, records.get(d.key), this.keyId ?? records.get(d.key)?.keyId ?? '') &&
+          this.cachedAt(d, namespace, records.get(d.key)),
+      )
+    );
+  }
+
+  /**
+   * Whether the cache shows the object where a read can make a record: at the template's version,
+   * or within the record's. Else (a frozen reference, an object that moved on) a read would make
+   * none, and is not made.
+   */
+  private cachedAt(d: DesiredAnnotation, namespace: string, record: DigestRecord | undefined): boolean {
+    const version = this.deps.lookup(d.kind, namespace, d.name);
+    if (!version) return false;
+    const value = `${version.uid}/${version.resourceVersion}`;
+    if (value === d.value) return true;
+    const at = numericResourceVersion(version.resourceVersion);
+    const upTo = recordCovers(record, d.value) ? parseAnnotationValue(record.version) : undefined;
+    return at !== undefined && upTo?.kind === 'version' && at <= upTo.resourceVersion;
   }
 
   /**
@@ -362,12 +386,27 @@ export class Reconciler {
   private async checkData(key: string, plan: Plan): Promise<Plan> {
     const data = this.deps.data;
     if (!data) return plan;
-    const currentKeyId = await data.currentKeyId();
+    let currentKeyId: string;
+    try {
+      currentKeyId = await data.currentKeyId();
+    } catch (err) {
+      // without the key every bump rolls, as before the data check: a change is never missed
+      this.deps.logger.warn({ statefulSet: key, err: errorText(err) }, `StatefulSet ${key}: no data digest key (${errorText(err)}); version bumps roll without a data check`);
+      return plan;
+    }
     this.keyId = currentKeyId;
+    const readData = async (d: DesiredAnnotation): Promise<DigestRead | undefined> => {
+      try {
+        return await data.read(d.kind, namespace, d.name, d.value);
+      } catch (err) {
+        this.deps.logger.warn({ statefulSet: key, kind: d.kind, object: d.name, err: errorText(err) }, `StatefulSet ${key}: reading ${d.kind} ${d.name} for its data digest failed (${errorText(err)}); a bump rolls without a data check`);
+        return undefined;
+      }
+    };
     const namespace = plan.set.metadata?.namespace ?? '';
     const template = plan.set.spec?.template?.metadata?.annotations ?? {};
     const records = parseDigestRecords(plan.set.metadata?.annotations);
-    const next = new Map<string, NonNullable<ReturnType<typeof records.get>>>();
+    const next = new Map<string, DigestRecord>();
     const desired: DesiredAnnotation[] = [];
     const keysOf = new Map<string, string[] | null>();
     for (const d of plan.desired) {
@@ -375,7 +414,8 @@ export class Reconciler {
       const record = records.get(d.key);
       const bump = stored !== undefined && stored !== d.value && parseAnnotationValue(stored).kind === 'version' && parseAnnotationValue(d.value).kind === 'version';
       if (bump) {
-        const verdict = judgeRead(stored, d.value, record, await data.read(d.kind, namespace, d.name, d.value), currentKeyId);
+        const fresh = await readData(d);
+        const verdict = fresh ? judgeRead(stored, d.value, record, fresh, currentKeyId) : ({ kind: 'none' } as const);
         if (verdict.kind === 'same') {
           this.deps.logger.debug(
             { statefulSet: key, kind: d.kind, object: d.name, from: stored, to: verdict.record.version },
@@ -395,8 +435,9 @@ export class Reconciler {
         continue;
       }
       desired.push(d);
-      if (stored === d.value && needsBaseline(d.value, record, currentKeyId)) {
-        const made = baselineRecord(d.value, record, await data.read(d.kind, namespace, d.name, d.value), currentKeyId);
+      if (stored === d.value && needsBaseline(d.value, record, currentKeyId) && this.cachedAt(d, namespace, record)) {
+        const fresh = await readData(d);
+        const made = fresh ? baselineRecord(d.value, record, fresh, currentKeyId) : undefined;
         if (made) next.set(d.key, made);
         else if (recordCovers(record, d.value)) next.set(d.key, record);
         continue;

@@ -313,5 +313,18 @@ describe('Reconciler', () => {
       expect(h.events).toEqual(['StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app: data changed (key a), resourceVersion 812 → 845']);
       expect(h.patches[0]!.map((op) => op.path)).toContain('/metadata/annotations/rollguard.io~1last-restart-at');
     });
+  
+    it('a failing read or key never stalls restarts: the bump rolls as before the data check', async () => {
+      const failing: ReconcilerDeps['data'][] = [
+        { read: async () => Promise.reject(new Error('HTTP 403')), currentKeyId: async () => 'k1' },
+        { read: async () => Promise.reject(new Error('unused')), currentKeyId: async () => Promise.reject(new Error('HTTP 403')) },
+      ];
+      for (const data of failing) {
+        const h = harness({ cached: withRecords('u1/812'), versions, data });
+        await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+        expect(h.events).toEqual(['StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app changed (resourceVersion 812 → 845)']);
+      }
+    });
   });
 });
+
