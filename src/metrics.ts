@@ -48,6 +48,17 @@ export function createMetrics(registry = new Registry()) {
       help: 'Restarts held back by the per-set restart floor (--min-restart-interval); the last change still rolls when it passes',
       registers: r,
     }),
+    dataReads: new Counter({
+      name: 'rollguard_data_reads_total',
+      help: 'GETs of a referenced object to digest its data (one per changed object, shared by the sets that reference it), by kind',
+      labelNames: ['kind'],
+      registers: r,
+    }),
+    metadataOnlyChanges: new Counter({
+      name: 'rollguard_metadata_only_changes_total',
+      help: 'Version bumps not rolled because the data digest was unchanged (labels, annotations, a change and its revert)',
+      registers: r,
+    }),
     reconcileDuration: new Histogram({
       name: 'rollguard_reconcile_duration_seconds',
       help: 'Time of one reconcile, by controller (restarter, rollout)',

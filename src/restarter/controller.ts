@@ -151,7 +151,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   const cachesSynced = (): boolean => informers.every((i) => i.synced());
 
   const digestKeys = opts.ownNamespace !== undefined ? new DigestKeySource(opts.kubeConfig, opts.ownNamespace) : undefined;
-  const digestReader = digestKeys ? new DigestReader(api, () => digestKeys.keys()) : undefined;
+  const digestReader = digestKeys ? new DigestReader(api, () => digestKeys.keys(), (kind) => metrics.dataReads.inc({ kind })) : undefined;
   const reconciler = new Reconciler({
     statefulSet: (namespace, name) => sets.store.get(namespace, name),
     lookup,

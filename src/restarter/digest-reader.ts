@@ -30,11 +30,11 @@ interface Remembered {
  */
 export class DigestReader {
   private readonly remembered = new Map<string, Remembered>();
-  gets = 0;
 
   constructor(
     private readonly api: RawApi,
     private readonly keys: () => Promise<DigestKeys>,
+    private readonly counted: (kind: ObjectKind) => void = () => undefined,
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -61,7 +61,7 @@ export class DigestReader {
 
   private async fetch(kind: ObjectKind, namespace: string, name: string): Promise<DigestRead> {
     const keys = await this.keys();
-    this.gets += 1;
+    this.counted(kind);
     let object: ObjectData & { metadata?: { uid?: string; resourceVersion?: string } };
     try {
       const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/${PLURALS[kind]}/${encodeURIComponent(name)}`;

@@ -69,7 +69,7 @@ export interface ReconcilerDeps {
   /** At most one template patch per set in this window (the trailing change wins); 0: no floor. */
   minRestartIntervalMs: number;
   logger: Logger;
-  metrics: Pick<Metrics, 'patches' | 'restarts' | 'restartsDeferred'>;
+  metrics: Pick<Metrics, 'patches' | 'restarts' | 'restartsDeferred' | 'metadataOnlyChanges'>;
   now?: () => Date;
   /**
    * The data check: one object's digests from a fresh GET (shared by the sets that reference it),
@@ -421,6 +421,7 @@ export class Reconciler {
             { statefulSet: key, kind: d.kind, object: d.name, from: stored, to: verdict.record.version },
             `StatefulSet ${key}: ${d.kind} ${d.name} changed metadata only (${stored} → ${verdict.record.version}); no restart`,
           );
+          this.deps.metrics.metadataOnlyChanges.inc();
           desired.push({ ...d, value: stored });
           next.set(d.key, verdict.record);
           continue;
