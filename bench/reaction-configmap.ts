@@ -9,7 +9,8 @@ import { createRestarterController } from '../src/restarter/controller.js';
 
 // Reaction time of the reconcile loop: from a ConfigMap update to the patched StatefulSet, seen
 // by an independent watch, over 200 updates with 500 labelled sets (debounce off, no pacing).
-// Prints figures; asserts nothing. Run: npx tsc -p tsconfig.json && node dist/bench/reaction-configmap.js
+// Twice in one process: without the data check (the reference), then with it (one GET and an HMAC
+// per change), printing the ratio and the GETs per change. Prints figures; asserts nothing. Run: npx tsc -p tsconfig.json && node dist/bench/reaction-configmap.js
 
 const SETS = Number(process.env.BENCH_SETS ?? 500);
 const UPDATES = Number(process.env.BENCH_UPDATES ?? 200);
@@ -40,7 +41,6 @@ async function main(): Promise<void> {
   const apps = kc.makeApiClient(AppsV1Api);
   const namespace = `reaction-${Math.random().toString(36).slice(2, 8)}`;
   const logger = pino({ level: 'warn' });
-  const metrics = createMetrics(new Registry());
   let manager: Manager | undefined;
   let watchRequest: AbortController | undefined;
   try {
@@ -90,61 +90,81 @@ async function main(): Promise<void> {
       },
     );
 
-    const controller = createRestarterController({
-      kubeConfig: kc,
-      minRestartIntervalMs: 0,
-      namespaces: [namespace],
-      logger,
-      metrics,
-      debounceMs: 0,
-      maxRestartsPerSecond: Infinity,
-      resyncPeriodMs: 0,
-    });
-    manager = new Manager(controller.runnables, logger);
-    const started = performance.now();
-    await manager.start();
-    const deadline = Date.now() + 120_000;
-    while (seen.size < SETS) {
-      if (Date.now() > deadline) throw new Error(`only ${seen.size} of ${SETS} sets annotated after 120 s`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    console.log(`first pass: ${SETS} sets annotated ${((performance.now() - started) / 1000).toFixed(2)} s after start`);
-
-    const latencies: number[] = [];
-    let lost = 0;
-    for (let n = 0; n < UPDATES; n++) {
-      const i = (n * 7) % SETS;
-      const name = `set-${i}`;
-      const t0 = performance.now();
-      const cm = await core.patchNamespacedConfigMap({ name: `cfg-${i}`, namespace, body: [{ op: 'replace', path: '/data/v', value: String(n + 1) }] });
-      const value = `${cm.metadata!.uid}/${cm.metadata!.resourceVersion}`;
-      const patchedAt =
-        seen.get(name)?.value === value
-          ? Promise.resolve(seen.get(name)!.at)
-          : new Promise<number>((resolve) => waiters.set(name, { value, resolve }));
-      const timeout = new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), UPDATE_DEADLINE_MS).unref());
-      const at = await Promise.race([patchedAt, timeout]);
-      if (at === undefined) {
-        lost++;
-        waiters.delete(name);
-        continue;
+    const runs: { label: string; p50: number; p99: number }[] = [];
+    for (const dataCheck of [false, true]) {
+      const runMetrics = createMetrics(new Registry());
+      const controller = createRestarterController({
+        kubeConfig: kc,
+        minRestartIntervalMs: 0,
+        namespaces: [namespace],
+        logger,
+        metrics: runMetrics,
+        debounceMs: 0,
+        maxRestartsPerSecond: Infinity,
+        resyncPeriodMs: 0,
+        ...(dataCheck ? { ownNamespace: namespace } : {}),
+      });
+      manager = new Manager(controller.runnables, logger);
+      const label = dataCheck ? 'with the data check' : 'without the data check (reference)';
+      const started = performance.now();
+      await manager.start();
+      const deadline = Date.now() + 120_000;
+      while (seen.size < SETS) {
+        if (Date.now() > deadline) throw new Error(`only ${seen.size} of ${SETS} sets annotated after 120 s`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
       }
-      latencies.push(at - t0);
+      const settle = async (): Promise<void> => {
+        const by = Date.now() + 120_000;
+        // the first pass of the data check reads each ConfigMap once and records its digest
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        while ((controller.status().inFlight > 0 || controller.status().queued > 0) && Date.now() < by) {
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      };
+      await settle();
+      const readsBefore = (await runMetrics.dataReads.get()).values.reduce((sum, v) => sum + v.value, 0);
+      console.log(`${label}: first pass done ${((performance.now() - started) / 1000).toFixed(2)} s after start, ${readsBefore} GETs`);
+
+      const latencies: number[] = [];
+      let lost = 0;
+      for (let n = 0; n < UPDATES; n++) {
+        const i = (n * 7) % SETS;
+        const name = `set-${i}`;
+        const t0 = performance.now();
+        const cm = await core.patchNamespacedConfigMap({ name: `cfg-${i}`, namespace, body: [{ op: 'replace', path: '/data/v', value: `${dataCheck ? 'b' : 'a'}${n + 1}` }] });
+        const value = `${cm.metadata!.uid}/${cm.metadata!.resourceVersion}`;
+        const patchedAt =
+          seen.get(name)?.value === value
+            ? Promise.resolve(seen.get(name)!.at)
+            : new Promise<number>((resolve) => waiters.set(name, { value, resolve }));
+        const timeout = new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), UPDATE_DEADLINE_MS).unref());
+        const at = await Promise.race([patchedAt, timeout]);
+        if (at === undefined) {
+          lost++;
+          waiters.delete(name);
+          continue;
+        }
+        latencies.push(at - t0);
+      }
+      latencies.sort((a, b) => a - b);
+      const fmt = (ms: number): string => `${ms.toFixed(1)} ms`;
+      console.log(
+        `${label}: ConfigMap update → StatefulSet patch seen, over ${latencies.length} updates with ${SETS} sets: ` +
+          `p50 ${fmt(percentile(latencies, 50))}, p90 ${fmt(percentile(latencies, 90))}, p99 ${fmt(percentile(latencies, 99))}, max ${fmt(latencies.at(-1) ?? NaN)} ` +
+          `(target p99 < ${TARGET_P99_MS} ms)${lost ? `; ${lost} not seen within ${UPDATE_DEADLINE_MS} ms` : ''}`,
+      );
+      await settle();
+      const patches = (await runMetrics.patches.get()).values.reduce((sum, v) => sum + v.value, 0);
+      const reads = (await runMetrics.dataReads.get()).values.reduce((sum, v) => sum + v.value, 0) - readsBefore;
+      console.log(`${label}: patches written: ${patches}; GETs per change: ${(reads / UPDATES).toFixed(2)}`);
+      runs.push({ label, p50: percentile(latencies, 50), p99: percentile(latencies, 99) });
+      await manager.stop();
+      manager = undefined;
     }
-    latencies.sort((a, b) => a - b);
-    const fmt = (ms: number): string => `${ms.toFixed(1)} ms`;
-    console.log(
-      `ConfigMap update → StatefulSet patch seen, over ${latencies.length} updates with ${SETS} sets: ` +
-        `p50 ${fmt(percentile(latencies, 50))}, p90 ${fmt(percentile(latencies, 90))}, p99 ${fmt(percentile(latencies, 99))}, max ${fmt(latencies.at(-1) ?? NaN)} ` +
-        `(target p99 < ${TARGET_P99_MS} ms)${lost ? `; ${lost} not seen within ${UPDATE_DEADLINE_MS} ms` : ''}`,
-    );
-    // The observer can see a patch before the reconcile that wrote it has counted it.
-    const idleBy = Date.now() + UPDATE_DEADLINE_MS;
-    while ((controller.status().inFlight > 0 || controller.status().queued > 0) && Date.now() < idleBy) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
+    const [reference, checked] = runs;
+    if (reference && checked) {
+      console.log(`data check / reference: p50 ×${(checked.p50 / reference.p50).toFixed(2)} (+${(checked.p50 - reference.p50).toFixed(1)} ms), p99 ×${(checked.p99 / reference.p99).toFixed(2)} (+${(checked.p99 - reference.p99).toFixed(1)} ms)`);
     }
-    const patches = (await metrics.patches.get()).values.reduce((sum, v) => sum + v.value, 0);
-    console.log(`patches written: ${patches} (${SETS} first annotations + ${UPDATES} changes expected)`);
   } finally {
     watchRequest?.abort();
     await manager?.stop();
