@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest';
+import { ApiStatusError, type RawApi } from '../../src/kube/raw-api.js';
+import { DigestReader } from '../../src/restarter/digest-reader.js';
+
+const KEYS = async () => ({ currentId: 'k1', keys: new Map([['k1', Buffer.alloc(32, 1)]]) });
+
+function fakeApi(answer: () => unknown): { api: RawApi; paths: string[] } {
+  const paths: string[] = [];
+  const api = {
+    getJson: async ({ path }: { path: string }) => {
+      paths.push(path);
+      return answer();
+    },
+  } as unknown as RawApi;
+  return { api, paths };
+}
+
+describe('DigestReader', () => {
+  it('one GET per object and version, however many sets ask at once or within the window; again after it', async () => {
+    let clock = 0;
+    const { api, paths } = fakeApi(() => ({ metadata: { uid: 'u', resourceVersion: '9' }, data: { password: Buffer.from('s3cr3t').toString('base64') } }));
+    const counted: string[] = [];
+    const reader = new DigestReader(api, KEYS, (kind) => counted.push(kind), () => clock);
+    const reads = await Promise.all(Array.from({ length: 50 }, () => reader.read('Secret', 'ns', 'creds', 'u/9')));
+    await reader.read('Secret', 'ns', 'creds', 'u/9');
+    expect(paths).toEqual(['/api/v1/namespaces/ns/secrets/creds']);
+    expect(counted).toEqual(['Secret']);
+    expect(reads[0]!.version).toBe('u/9');
+    // only digests are kept: nothing of the value
+    expect(JSON.stringify([...reads[0]!.digests])).not.toMatch(/s3cr3t|czNjcjN0/);
+    clock = 60_000;
+    await reader.read('Secret', 'ns', 'creds', 'u/9');
+    expect(paths).toHaveLength(2);
+  });
+
+  it('a missing object reads as absent; a failed read is not remembered', async () => {
+    let fail = true;
+    const { api, paths } = fakeApi(() => {
+      throw fail ? new Error('connection reset') : new ApiStatusError('GET', '/x', 404, 'NotFound', '');
+    });
+    const reader = new DigestReader(api, KEYS);
+    await expect(reader.read('ConfigMap', 'ns', 'c', 'u/1')).rejects.toThrow('connection reset');
+    fail = false;
+    await expect(reader.read('ConfigMap', 'ns', 'c', 'u/1')).resolves.toEqual({ version: 'absent', digests: new Map() });
+    expect(paths).toHaveLength(2);
+  });
+});
