@@ -5,13 +5,29 @@ import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createCertificateAuthority, createSignedCertificate, type KeyPairPem } from '../../src/tls/certificates.js';
+import { createCertificateAuthority, createSignedCertificate, type KeyPairPem } from '../tls/certificates.js';
 import { freePort } from './ports.js';
 import { waitFor } from './wait.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-/** The repo root, whether this runs from test/env or from its compiled copy in dist/test/env. */
-const REPO_ROOT = findRepoRoot(HERE);
+const BUILD_SCRIPT = 'build-binaries.sh';
+const NEEDED_BINARIES = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kubectl'];
+/**
+ * What a user relies on in a cluster: namespaces delete, each gets its `default` ServiceAccount,
+ * owners collect their dependants, PVCs in use are protected, PodDisruptionBudgets report, and the
+ * workload kinds run. No node-lifecycle: the fake kubelet's Node never heartbeats.
+ */
+export const CONTROLLERS = [
+  'namespace-controller',
+  'serviceaccount-controller',
+  'garbage-collector-controller',
+  'persistentvolumeclaim-protection-controller',
+  'disruption-controller',
+  'statefulset-controller',
+  'deployment-controller',
+  'replicaset-controller',
+  'daemonset-controller',
+];
 const STATE_PREFIX = 'rollguard-cp-';
 const CERT_VALIDITY_SECONDS = 7 * 24 * 3600;
 
@@ -42,11 +58,45 @@ interface Proc {
   exitCode?: number | null;
 }
 
-/** Path of the etcd/kube-apiserver/kube-controller-manager binaries (builds them on first use). */
+/**
+ * The folder of etcd, kube-apiserver, kube-controller-manager and kubectl: $KUBEBUILDER_ASSETS when set,
+ * else what build-binaries.sh (beside this module's source) prints, which builds them with Go on first use.
+ */
 export function controlPlaneBinaries(): string {
-  const script = path.join(REPO_ROOT, 'test', 'env', 'build-binaries.sh');
-  const out = execFileSync('bash', [script], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
+  const assets = process.env.KUBEBUILDER_ASSETS;
+  if (assets) {
+    const missing = NEEDED_BINARIES.filter((b) => !isExecutable(path.join(assets, b)));
+    if (missing.length > 0) throw new Error(`KUBEBUILDER_ASSETS=${assets} has no executable ${missing.join(', ')}`);
+    return assets;
+  }
+  const out = execFileSync('bash', [devScript(BUILD_SCRIPT)], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
   return out.trim().split('\n').pop() ?? '';
+}
+
+/**
+ * A build script of src/dev, from the source tree or from its compiled copy in dist/src/dev.
+ * The container image has neither (nor bash, nor Go): there the error says what to do instead.
+ */
+export function devScript(name: string): string {
+  for (let dir = HERE; ; dir = path.dirname(dir)) {
+    const candidate = path.join(dir, 'src', 'dev', name);
+    if (fs.existsSync(candidate)) return candidate;
+    if (path.dirname(dir) === dir) {
+      throw new Error(
+        `no src/dev/${name} above ${HERE}: rollguard dev builds its control plane from a clone of the repository; ` +
+          `elsewhere (the container image) set KUBEBUILDER_ASSETS to a folder holding ${NEEDED_BINARIES.join(', ')}`,
+      );
+    }
+  }
+}
+
+function isExecutable(file: string): boolean {
+  try {
+    fs.accessSync(file, fs.constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
@@ -170,7 +220,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       const kcmPort = await freePort();
       const kcm = launch('kube-controller-manager', [
         `--kubeconfig=${kcmKubeconfig}`,
-        '--controllers=statefulset-controller,garbage-collector-controller',
+        `--controllers=${CONTROLLERS.join(',')}`,
         '--leader-elect=false',
         '--use-service-account-credentials=false',
         '--bind-address=127.0.0.1',
@@ -325,12 +375,5 @@ function processAlive(pid: number): boolean {
     return true;
   } catch {
     return false;
-  }
-}
-
-function findRepoRoot(from: string): string {
-  for (let dir = from; ; dir = path.dirname(dir)) {
-    if (fs.existsSync(path.join(dir, 'test', 'env', 'build-binaries.sh'))) return dir;
-    if (path.dirname(dir) === dir) throw new Error(`no test/env/build-binaries.sh above ${from}`);
   }
 }

@@ -1,19 +1,41 @@
-import { CoreV1Api, type KubeConfig, type V1ContainerStatus, type V1Pod, type V1PodStatus } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig, type V1ContainerStatus, type V1Node, type V1Pod, type V1PodStatus } from '@kubernetes/client-node';
+import { statusCode } from '../kube/api-status.js';
 
 /** What the fake kubelet makes of a pod. */
 export type PodBehaviour = 'ready' | 'crashloop' | 'imagepullbackoff' | 'pending' | 'failed' | 'not-ready';
 
 const POLL_INTERVAL_MS = 100;
+export const FAKE_NODE = 'fake-node';
+const SHARED_POD_IP = '127.0.0.1';
+/** 127.0.0.2, 127.0.0.3, …: loopback addresses (all of 127/8 reaches lo) a test can listen on, one per pod. */
+const DISTINCT_IP_COUNT = 65_000;
+
+export interface FakeKubeletOptions {
+  /** namespaces left alone when serving every namespace (rollguard's own in `rollguard dev`) */
+  skipNamespaces?: string[];
+  /** the Node it registers and binds pods to */
+  nodeName?: string;
+  /** 'distinct': each pod gets a loopback address of its own (127.0.0.N); 'shared' (default): 127.0.0.1 */
+  podIps?: 'shared' | 'distinct';
+}
 
 /**
- * Plays kubelet for the pods of one namespace: no kubelet runs in the test control plane,
- * so it writes pod status through the API, as Kubernetes' own StatefulSet integration tests do.
- * Pods have no nodeName, so the API server deletes them at once when asked.
+ * Plays scheduler and kubelet: no scheduler or kubelet runs in the local control plane, so it
+ * registers a Node, binds unscheduled pods to it (DaemonSet pods to the node their affinity names),
+ * writes pod status through the API, as Kubernetes' own StatefulSet integration tests do, and
+ * completes the deletion of terminating pods (a bound pod otherwise never finishes terminating).
+ * Pods of any owner (StatefulSet, ReplicaSet, DaemonSet, none).
  */
 export class FakeKubelet {
   private readonly core: CoreV1Api;
   private readonly behaviours = new Map<string, PodBehaviour>();
   private readonly byImage = new Map<string, PodBehaviour>();
+  private readonly skip: Set<string>;
+  private readonly nodeName: string;
+  private readonly distinctIps: boolean;
+  private readonly ipByPod = new Map<string, string>();
+  private nextIp = 0;
+  private nodeRegistered = false;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = false;
@@ -23,8 +45,12 @@ export class FakeKubelet {
     kc: KubeConfig,
     /** undefined: pods of every namespace (kuttl makes a namespace per case) */
     private readonly namespace: string | undefined,
+    opts: FakeKubeletOptions = {},
   ) {
     this.core = kc.makeApiClient(CoreV1Api);
+    this.skip = new Set(opts.skipNamespaces ?? []);
+    this.nodeName = opts.nodeName ?? FAKE_NODE;
+    this.distinctIps = opts.podIps === 'distinct';
   }
 
   /** How a pod by that name behaves from now on (also after it is recreated). */
@@ -59,24 +85,82 @@ export class FakeKubelet {
   }
 
   async syncOnce(): Promise<void> {
+    if (!this.nodeRegistered) await this.registerNode();
     const pods = this.namespace
       ? await this.core.listNamespacedPod({ namespace: this.namespace })
       : await this.core.listPodForAllNamespaces();
     for (const pod of pods.items) {
-      if (pod.metadata?.deletionTimestamp) continue;
-      const status = this.statusFor(pod);
-      if (sameStatus(pod.status, status)) continue;
+      const name = pod.metadata!.name!;
+      const namespace = pod.metadata!.namespace!;
+      if (this.skip.has(namespace)) continue;
       try {
-        await this.core.replaceNamespacedPodStatus({
-          name: pod.metadata!.name!,
-          namespace: pod.metadata!.namespace!,
-          body: { ...pod, status },
-        });
+        if (pod.metadata?.deletionTimestamp) {
+          this.ipByPod.delete(pod.metadata.uid ?? '');
+          // the containers "stopped": finish what the API server started (an unbound pod is already gone)
+          if (pod.spec?.nodeName) {
+            await this.core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { preconditions: { uid: pod.metadata.uid } } });
+          }
+          continue;
+        }
+        if (!pod.spec?.nodeName) {
+          const node = affinityNode(pod) ?? this.nodeName;
+          await this.core.createNamespacedPodBinding({ name, namespace, body: { metadata: { name, namespace }, target: { kind: 'Node', name: node } } });
+          // the next pass writes the status of the pod as bound
+          continue;
+        }
+        const status = this.statusFor(pod);
+        if (sameStatus(pod.status, status)) continue;
+        await this.core.replaceNamespacedPodStatus({ name, namespace, body: { ...pod, status } });
       } catch (err) {
         // a conflict or a pod deleted meanwhile: the next pass sees the new state
         if (!isConflictOrGone(err)) throw err;
       }
     }
+  }
+
+  /** A Ready Node for pods to be bound to and for the DaemonSet controller to place pods on. */
+  private async registerNode(): Promise<void> {
+    const now = new Date();
+    const node: V1Node = {
+      metadata: { name: this.nodeName, labels: { 'kubernetes.io/hostname': this.nodeName, 'kubernetes.io/os': 'linux' } },
+      spec: {},
+    };
+    let current: V1Node;
+    try {
+      current = await this.core.createNode({ body: node });
+    } catch (err) {
+      // several fake kubelets (one per test file) share the node
+      if (statusCode(err) !== 409) throw err;
+      current = await this.core.readNode({ name: this.nodeName });
+    }
+    if (!current.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) {
+      await this.core.replaceNodeStatus({
+        name: this.nodeName,
+        body: {
+          ...current,
+          status: {
+            conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'fake kubelet', lastHeartbeatTime: now, lastTransitionTime: now }],
+            addresses: [{ type: 'InternalIP', address: SHARED_POD_IP }],
+            capacity: { cpu: '64', memory: '256Gi', pods: '1000' },
+            allocatable: { cpu: '64', memory: '256Gi', pods: '1000' },
+          },
+        },
+      });
+    }
+    this.nodeRegistered = true;
+  }
+
+  private podIp(pod: V1Pod): string {
+    if (!this.distinctIps) return SHARED_POD_IP;
+    if (pod.status?.podIP) return pod.status.podIP;
+    const uid = pod.metadata?.uid ?? '';
+    let ip = this.ipByPod.get(uid);
+    if (ip === undefined) {
+      const n = 2 + (this.nextIp++ % DISTINCT_IP_COUNT);
+      ip = `127.0.${Math.floor(n / 256)}.${n % 256}`;
+      this.ipByPod.set(uid, ip);
+    }
+    return ip;
   }
 
   private behaviourOf(pod: V1Pod): PodBehaviour {
@@ -131,8 +215,8 @@ export class FakeKubelet {
     return {
       phase,
       conditions: behaviour === 'pending' ? conditions.slice(0, 1) : conditions,
-      hostIP: '127.0.0.1',
-      podIP: '127.0.0.1',
+      hostIP: SHARED_POD_IP,
+      podIP: this.podIp(pod),
       startTime: prev?.startTime ?? now,
       containerStatuses: containers.map((c) => containerStatus(c.name, c.image ?? '')),
     };
@@ -149,7 +233,18 @@ function sameStatus(a: V1PodStatus | undefined, b: V1PodStatus): boolean {
   return cond(a) === cond(b) && cs(a) === cs(b);
 }
 
+/** The node a DaemonSet pod is pinned to (required node affinity on metadata.name), if any. */
+export function affinityNode(pod: V1Pod): string | undefined {
+  const terms = pod.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms ?? [];
+  for (const term of terms) {
+    for (const field of term.matchFields ?? []) {
+      if (field.key === 'metadata.name' && field.operator === 'In' && field.values?.[0]) return field.values[0];
+    }
+  }
+  return undefined;
+}
+
 function isConflictOrGone(err: unknown): boolean {
-  const code = (err as { code?: number } | undefined)?.code;
+  const code = statusCode(err);
   return code === 409 || code === 404;
 }

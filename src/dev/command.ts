@@ -1,39 +1,39 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import {
-  AdmissionregistrationV1Api,
-  AppsV1Api,
-  CoreV1Api,
-  KubeConfig,
-  KubernetesObjectApi,
-  loadAllYaml,
-  type KubernetesObject,
-} from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
-import type { Config } from './config.js';
-import { createLogger } from './logger.js';
-import { startRollguard } from './main.js';
-import { statusCode } from './kube/leader-election.js';
-import { ANNOTATION_PREFIX, ENABLED_LABEL } from './restarter/annotations.js';
+import type { Config } from '../config.js';
+import { statusCode } from '../kube/api-status.js';
+import { createLogger } from '../logger.js';
+import { startRollguard } from '../main.js';
+import { ANNOTATION_PREFIX, ENABLED_LABEL } from '../restarter/annotations.js';
+import { devScript, startControlPlane } from './control-plane.js';
+import { applyExamples, repoRoot } from './demo.js';
+import { FakeKubelet } from './fake-kubelet.js';
+import { portIsFree } from './ports.js';
+import { waitFor } from './wait.js';
+import { registerWebhook } from './webhook-registration.js';
 
 const DEMO_NAMESPACE = 'demo';
 const ROLLGUARD_NAMESPACE = 'rollguard-system';
 const WEBHOOK_CONFIGURATION = 'rollguard';
+const LOOPBACK = '127.0.0.1';
 const DEMO_TIMEOUT_MS = 120_000;
 
 /**
  * `rollguard dev` (npm start): a local control plane, rollguard against it with the
  * webhook registered by URL on 127.0.0.1, and a demo StatefulSet that shows the
  * first rollout is the only one. Stops everything it started on Ctrl-C.
+ * `given`: the flags the user set; a port left at its default moves to a free one when taken.
  */
-export async function dev(config: Config): Promise<number> {
-  // test/env is not part of the production image; dev mode loads it on demand
-  const { startControlPlane } = await import('../test/env/control-plane.js');
-  const { FakeKubelet } = await import('../test/env/fake-kubelet.js');
+export async function dev(config: Config, given: ReadonlySet<string> = new Set()): Promise<number> {
+  const root = repoRoot();
   const devDir = path.resolve(config.devDir);
   const cpDir = path.join(devDir, 'control-plane');
   fs.rmSync(cpDir, { recursive: true, force: true });
   fs.mkdirSync(cpDir, { recursive: true });
+  const webhookPort = await loopbackPort('webhook-port', config.webhookPort, given);
+  const adminPort = await loopbackPort('admin-port', config.adminPort, given);
 
   say('starting the local control plane (etcd, kube-apiserver, kube-controller-manager); the first run builds them with Go, which takes a few minutes');
   const cp = await startControlPlane({ dir: cpDir });
@@ -68,23 +68,32 @@ export async function dev(config: Config): Promise<number> {
       {
         ...config,
         namespace: ROLLGUARD_NAMESPACE,
-        webhookHost: '127.0.0.1',
-        adminHost: '127.0.0.1',
+        webhookHost: LOOPBACK,
+        webhookPort,
+        adminHost: LOOPBACK,
+        adminPort,
         webhookConfiguration: WEBHOOK_CONFIGURATION,
-        tlsExtraIps: [...config.tlsExtraIps, '127.0.0.1'],
+        tlsExtraIps: [...config.tlsExtraIps, LOOPBACK],
       },
       kc,
       logger,
     );
     stops.push(() => rollguard.stop());
-    await registerWebhook(kc, rollguard.webhookPort());
-    say(`rollguard runs: webhook https://127.0.0.1:${rollguard.webhookPort()}/mutate, admin http://127.0.0.1:${rollguard.adminPort()} (/status, /metrics); logs in ${path.relative(process.cwd(), logFile)}`);
+    await registerWebhook(kc, {
+      name: WEBHOOK_CONFIGURATION,
+      port: rollguard.webhookPort(),
+      namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: [ROLLGUARD_NAMESPACE] }] },
+      timeoutSeconds: 3,
+    });
+    const adminUrl = `http://${LOOPBACK}:${rollguard.adminPort()}`;
+    say(`rollguard runs: webhook https://${LOOPBACK}:${rollguard.webhookPort()}/mutate, admin ${adminUrl} (/status, /metrics); logs in ${display(logFile)}`);
     await until('rollguard ready (certificate loaded, caBundle injected)', () => rollguard.ready());
 
-    await ensureNamespace(core, DEMO_NAMESPACE);
-    const kubelet = new FakeKubelet(kc, DEMO_NAMESPACE).start();
+    // every namespace but rollguard's own, so kuttl's namespaces and a user's own manifests get Ready pods
+    const kubelet = new FakeKubelet(kc, undefined, { skipNamespaces: [ROLLGUARD_NAMESPACE] }).start();
     stops.push(() => kubelet.stop());
-    const applied = await applyExamples(kc, path.join(repoRoot(), 'deploy', 'examples'));
+    await ensureNamespace(core, DEMO_NAMESPACE);
+    const applied = await applyExamples(kc, path.join(root, 'deploy', 'examples'), DEMO_NAMESPACE);
     say(`applied deploy/examples into namespace ${DEMO_NAMESPACE}: ${applied.join(', ')}`);
 
     const apps = kc.makeApiClient(AppsV1Api);
@@ -102,7 +111,7 @@ export async function dev(config: Config): Promise<number> {
       console.log(`\nStatefulSet ${DEMO_NAMESPACE}/${name}: ${s.status?.readyReplicas}/${s.spec?.replicas} Ready, generation: ${s.metadata?.generation}`);
       for (const [k, v] of ours) console.log(`  ${k}: ${v}`);
     }
-    const kubectl = `${path.join(cp.binDir, 'kubectl')} --kubeconfig ${path.relative(process.cwd(), kubeconfigPath)}`;
+    const kubectl = `${path.join(cp.binDir, 'kubectl')} --kubeconfig ${display(kubeconfigPath)}`;
     console.log(`
 ready: try a change.
   The webhook wrote the annotations above at creation, so generation is 1 and no pod restarted.
@@ -110,7 +119,10 @@ ready: try a change.
     ${kubectl} -n ${DEMO_NAMESPACE} edit configmap app-config
     ${kubectl} -n ${DEMO_NAMESPACE} get pods -w
     ${kubectl} -n ${DEMO_NAMESPACE} get events --field-selector reason=ConfigChanged
-  rollguard's own view: curl -s http://127.0.0.1:${rollguard.adminPort()}/status
+  rollguard's own view: curl -s ${adminUrl}/status
+  Your own manifests work in any namespace but ${ROLLGUARD_NAMESPACE} (label a StatefulSet ${ENABLED_LABEL}=true).
+  The project's kuttl cases against this cluster (the first run builds kubectl-kuttl):
+    ${kuttlCommand(root, devDir, cp.binDir, kubeconfigPath)}
 Ctrl-C stops rollguard and the control plane.`);
     await done;
     return 0;
@@ -122,16 +134,42 @@ Ctrl-C stops rollguard and the control plane.`);
   }
 }
 
+/** The configured port, or 0 (the system picks a free one) when the user left it at its default and another program holds it. */
+async function loopbackPort(flag: string, configured: number, given: ReadonlySet<string>): Promise<number> {
+  if (given.has(flag) || configured === 0 || (await portIsFree(LOOPBACK, configured))) return configured;
+  say(`${LOOPBACK}:${configured} is taken: using a free port for --${flag} instead (set --${flag} to pin one)`);
+  return 0;
+}
+
+/**
+ * A shell command that runs test/kuttl with the kuttl the project builds, from a folder of its own
+ * (kuttl writes a kubeconfig into its working folder).
+ */
+function kuttlCommand(root: string, devDir: string, binDir: string, kubeconfigPath: string): string {
+  const suite = path.join(root, 'test', 'kuttl');
+  const work = path.join(devDir, 'kuttl');
+  fs.mkdirSync(work, { recursive: true });
+  const kuttlDir = `$(bash ${quote(devScript('build-kuttl.sh'))})`;
+  return (
+    `(cd ${quote(work)} && PATH="${kuttlDir}:${binDir}:$PATH" KUBECONFIG=${quote(kubeconfigPath)} ` +
+    `kubectl kuttl test ${quote(suite)} --config ${quote(path.join(suite, 'kuttl-test.yaml'))})`
+  );
+}
+
+function quote(text: string): string {
+  return /^[\w@%+=:,./-]+$/.test(text) ? text : `'${text.replaceAll("'", "'\\''")}'`;
+}
+
+function display(file: string): string {
+  return path.relative(process.cwd(), file);
+}
+
 function say(text: string): void {
   console.log(`[rollguard dev] ${text}`);
 }
 
 async function until(what: string, probe: () => boolean | Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + DEMO_TIMEOUT_MS;
-  while (!(await Promise.resolve().then(probe).catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  await waitFor(what, async () => ((await probe()) ? true : undefined), { timeoutMs: DEMO_TIMEOUT_MS, intervalMs: 200 });
 }
 
 async function ensureNamespace(core: CoreV1Api, name: string): Promise<void> {
@@ -139,60 +177,5 @@ async function ensureNamespace(core: CoreV1Api, name: string): Promise<void> {
     await core.createNamespace({ body: { metadata: { name } } });
   } catch (err) {
     if (statusCode(err) !== 409) throw err;
-  }
-}
-
-/** The webhook reached by URL on loopback, as envtest does; rollguard injects the caBundle. */
-async function registerWebhook(kc: KubeConfig, port: number): Promise<void> {
-  const api = kc.makeApiClient(AdmissionregistrationV1Api);
-  await api.createMutatingWebhookConfiguration({
-    body: {
-      metadata: { name: WEBHOOK_CONFIGURATION },
-      webhooks: [
-        {
-          name: 'statefulsets.rollguard.io',
-          clientConfig: { url: `https://127.0.0.1:${port}/mutate` },
-          rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: ['statefulsets'] }],
-          objectSelector: { matchLabels: { [ENABLED_LABEL]: 'true' } },
-          namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: [ROLLGUARD_NAMESPACE] }] },
-          failurePolicy: 'Ignore',
-          sideEffects: 'None',
-          reinvocationPolicy: 'IfNeeded',
-          admissionReviewVersions: ['v1'],
-          timeoutSeconds: 3,
-        },
-      ],
-    },
-  });
-}
-
-async function applyExamples(kc: KubeConfig, dir: string): Promise<string[]> {
-  const client = KubernetesObjectApi.makeApiClient(kc);
-  const applied: string[] = [];
-  // ConfigMaps and Secrets first, as helm orders them, so the webhook sees them
-  const order = ['Namespace', 'ConfigMap', 'Secret', 'Service'];
-  const rank = (o: KubernetesObject): number => {
-    const i = order.indexOf(o.kind ?? '');
-    return i === -1 ? order.length : i;
-  };
-  const objects = fs
-    .readdirSync(dir)
-    .filter((f) => /\.ya?ml$/.test(f))
-    .sort()
-    .flatMap((f) => loadAllYaml(fs.readFileSync(path.join(dir, f), 'utf8')) as KubernetesObject[])
-    .filter((o) => o && o.kind)
-    .sort((a, b) => rank(a) - rank(b));
-  for (const obj of objects) {
-    obj.metadata = { ...obj.metadata, namespace: DEMO_NAMESPACE };
-    await client.create(obj);
-    applied.push(`${obj.kind}/${obj.metadata.name}`);
-  }
-  return applied;
-}
-
-function repoRoot(): string {
-  for (let dir = path.dirname(new URL(import.meta.url).pathname); ; dir = path.dirname(dir)) {
-    if (fs.existsSync(path.join(dir, 'deploy', 'examples'))) return dir;
-    if (path.dirname(dir) === dir) throw new Error('deploy/examples not found above the rollguard installation');
   }
 }
