@@ -7,7 +7,7 @@ import { statusCode } from '../kube/api-status.js';
 import { createLogger } from '../logger.js';
 import { startRollguard } from '../main.js';
 import { ANNOTATION_PREFIX, ENABLED_LABEL } from '../restarter/annotations.js';
-import { devScript, startControlPlane } from './control-plane.js';
+import { devScript, reapLeftovers, startControlPlane } from './control-plane.js';
 import { applyExamples, repoRoot } from './demo.js';
 import { FakeKubelet } from './fake-kubelet.js';
 import { portIsFree } from './ports.js';
@@ -30,6 +30,11 @@ export async function dev(config: Config, given: ReadonlySet<string> = new Set()
   const root = repoRoot();
   const devDir = path.resolve(config.devDir);
   const cpDir = path.join(devDir, 'control-plane');
+  const owner = reapLeftovers(cpDir);
+  if (owner !== undefined && owner !== process.pid) {
+    console.error(`rollguard dev: another rollguard dev (pid ${owner}) runs in ${display(devDir)}: stop it, or give this one --dev-dir of its own`);
+    return 1;
+  }
   fs.rmSync(cpDir, { recursive: true, force: true });
   fs.mkdirSync(cpDir, { recursive: true });
   const webhookPort = await loopbackPort('webhook-port', config.webhookPort, given);
@@ -142,7 +147,7 @@ async function loopbackPort(flag: string, configured: number, given: ReadonlySet
 }
 
 /**
- * A shell command that runs test/kuttl with the kuttl the project builds, from a folder of its own
+ * A shell command that runs the project's kuttl cases with the kuttl the project builds, from a folder of its own
  * (kuttl writes a kubeconfig into its working folder).
  */
 function kuttlCommand(root: string, devDir: string, binDir: string, kubeconfigPath: string): string {

@@ -39,7 +39,7 @@ export interface ControlPlane {
   dir: string;
   binDir: string;
   ca: KeyPairPem;
-  /** the last lines of every process log, for a failing test */
+  /** the last lines of every process log, to explain a failure */
   logTail(lines?: number): string;
   stop(): Promise<void>;
 }
@@ -255,7 +255,7 @@ async function writePki(dir: string): Promise<Pki> {
   fs.mkdirSync(pkiDir, { recursive: true });
   const file = (name: string): string => path.join(pkiDir, name);
   const common = { validitySeconds: CERT_VALIDITY_SECONDS, keyBits: 2048 };
-  const ca = await createCertificateAuthority({ ...common, commonName: 'rollguard-test-ca' });
+  const ca = await createCertificateAuthority({ ...common, commonName: 'rollguard-local-ca' });
   const apiserver = await createSignedCertificate(ca, {
     ...common,
     commonName: 'kube-apiserver',
@@ -265,7 +265,7 @@ async function writePki(dir: string): Promise<Pki> {
   });
   const admin = await createSignedCertificate(ca, {
     ...common,
-    commonName: 'rollguard-test-admin',
+    commonName: 'rollguard-admin',
     organizations: ['system:masters'],
     usage: 'client',
   });
@@ -288,7 +288,7 @@ async function writePki(dir: string): Promise<Pki> {
       'omitStages: [RequestReceived]',
       'rules:',
       '  - level: None',
-      '    users: ["system:kube-controller-manager", "system:apiserver", "rollguard-test-admin"]',
+      '    users: ["system:kube-controller-manager", "system:apiserver", "rollguard-admin"]',
       '  - level: Metadata',
       '',
     ].join('\n'),
@@ -306,10 +306,10 @@ export function kubeconfig(server: string, caPem: string, user: string, cred: Ke
     {
       apiVersion: 'v1',
       kind: 'Config',
-      clusters: [{ name: 'rollguard-test', cluster: { server, 'certificate-authority-data': b64(caPem) } }],
+      clusters: [{ name: 'rollguard-local', cluster: { server, 'certificate-authority-data': b64(caPem) } }],
       users: [{ name: user, user: { 'client-certificate-data': b64(cred.certPem), 'client-key-data': b64(cred.keyPem) } }],
-      contexts: [{ name: 'rollguard-test', context: { cluster: 'rollguard-test', user } }],
-      'current-context': 'rollguard-test',
+      contexts: [{ name: 'rollguard-local', context: { cluster: 'rollguard-local', user } }],
+      'current-context': 'rollguard-local',
     },
     null,
     2,
@@ -341,21 +341,29 @@ function httpsGet(url: string, cred?: KeyPairPem, caPem?: string): Promise<numbe
 function reapOrphans(): void {
   const tmp = os.tmpdir();
   for (const entry of fs.readdirSync(tmp)) {
-    if (!entry.startsWith(STATE_PREFIX)) continue;
-    const dir = path.join(tmp, entry);
-    let owner: number;
-    try {
-      owner = Number(fs.readFileSync(path.join(dir, 'owner.pid'), 'utf8'));
-    } catch {
-      continue;
-    }
-    if (processAlive(owner)) continue;
-    const pids = fs.existsSync(path.join(dir, 'pids')) ? fs.readFileSync(path.join(dir, 'pids'), 'utf8').split('\n') : [];
-    for (const pid of pids.map(Number).filter((p) => p > 0)) {
-      if (processAlive(pid) && isControlPlaneProcess(pid)) process.kill(pid, 'SIGKILL');
-    }
-    fs.rmSync(dir, { recursive: true, force: true });
+    if (entry.startsWith(STATE_PREFIX)) reapLeftovers(path.join(tmp, entry));
   }
+}
+
+/**
+ * Kills the processes of a control plane whose state is in `dir` and whose owner died without
+ * stopping them (a `rollguard dev` killed with SIGKILL), and removes the folder.
+ * Returns the owner's pid when it still runs (and leaves everything alone).
+ */
+export function reapLeftovers(dir: string): number | undefined {
+  let owner: number;
+  try {
+    owner = Number(fs.readFileSync(path.join(dir, 'owner.pid'), 'utf8'));
+  } catch {
+    return undefined;
+  }
+  if (processAlive(owner)) return owner;
+  const pids = fs.existsSync(path.join(dir, 'pids')) ? fs.readFileSync(path.join(dir, 'pids'), 'utf8').split('\n') : [];
+  for (const pid of pids.map(Number).filter((p) => p > 0)) {
+    if (processAlive(pid) && isControlPlaneProcess(pid)) process.kill(pid, 'SIGKILL');
+  }
+  fs.rmSync(dir, { recursive: true, force: true });
+  return undefined;
 }
 
 /** Guards against a recycled pid: only our own binaries are killed. */
