@@ -28,8 +28,10 @@ if (!fs.existsSync(path.join(root, 'node_modules', '.package-lock.json'))) {
 
 const [command, ...args] = process.argv.slice(2);
 const child = spawn(command, args, { stdio: 'inherit', env });
-// Ctrl-C reaches the child through the terminal; a signal sent to this launcher alone is passed on
-for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
+// Ctrl-C reaches the child through the terminal (passing it on too would make a second one, which
+// `rollguard dev` takes as "stop now"): wait for the child to finish. Other signals are passed on.
+process.on('SIGINT', () => undefined);
+for (const signal of ['SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
 child.on('error', (err) => {
   console.error(`[rollguard] could not run ${command}: ${err.message}`);
   process.exit(1);

@@ -165,8 +165,10 @@ function quote(text: string): string {
   return /^[\w@%+=:,./-]+$/.test(text) ? text : `'${text.replaceAll("'", "'\\''")}'`;
 }
 
+/** Relative to the working folder when inside it, as the user typed it; else absolute. */
 function display(file: string): string {
-  return path.relative(process.cwd(), file);
+  const relative = path.relative(process.cwd(), file);
+  return relative.startsWith('..') || path.isAbsolute(relative) ? file : relative;
 }
 
 function say(text: string): void {

@@ -98,7 +98,8 @@ export class FakeKubelet {
           this.ipByPod.delete(pod.metadata.uid ?? '');
           // the containers "stopped": finish what the API server started (an unbound pod is already gone)
           if (pod.spec?.nodeName) {
-            await this.core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { preconditions: { uid: pod.metadata.uid } } });
+            // the API server reads the options from the body alone when there is one
+            await this.core.deleteNamespacedPod({ name, namespace, body: { gracePeriodSeconds: 0, preconditions: { uid: pod.metadata.uid } } });
           }
           continue;
         }
