@@ -20,7 +20,7 @@ export function createMetrics(registry = new Registry()) {
     }),
     admissionReviews: new Counter({
       name: 'rollguard_admission_reviews_total',
-      help: 'Admission reviews answered, by result (patched, unchanged, not_synced, skipped, invalid)',
+      help: 'Admission reviews answered, by result (patched, unchanged, not_synced, invalid, error)',
       labelNames: ['result'],
       registers: r,
     }),
@@ -41,21 +41,28 @@ export function createMetrics(registry = new Registry()) {
       labelNames: ['kind'],
       registers: r,
     }),
+    restartsDeferred: new Counter({
+      name: 'rollguard_restarts_deferred_total',
+      help: 'Restarts held back by the per-set restart floor (--min-restart-interval); the last change still rolls when it passes',
+      registers: r,
+    }),
     reconcileDuration: new Histogram({
       name: 'rollguard_reconcile_duration_seconds',
-      help: 'Time of one StatefulSet reconcile',
+      help: 'Time of one reconcile, by controller (restarter, rollout)',
+      labelNames: ['controller'],
       buckets: RECONCILE_BUCKETS,
       registers: r,
     }),
     reconcileErrors: new Counter({
       name: 'rollguard_reconcile_errors_total',
-      help: 'Reconciles that failed and were requeued',
+      help: 'Reconciles that failed and were requeued, by controller (write conflicts excluded)',
+      labelNames: ['controller'],
       registers: r,
     }),
     queueDepth: new Gauge({
       name: 'rollguard_workqueue_depth',
-      help: 'StatefulSets waiting in the work queue',
-      labelNames: ['queue'],
+      help: 'Keys waiting in the work queue, by controller',
+      labelNames: ['controller'],
       registers: r,
     }),
     cachedObjects: new Gauge({
