@@ -7,7 +7,7 @@ import { statusCode } from '../kube/api-status.js';
 import { createLogger } from '../logger.js';
 import { startRollguard } from '../main.js';
 import { ANNOTATION_PREFIX, ENABLED_LABEL } from '../restarter/annotations.js';
-import { devScript, reapLeftovers, startControlPlane } from './control-plane.js';
+import { devScript, reapLeftovers, startControlPlane, type ControlPlane } from './control-plane.js';
 import { applyExamples, repoRoot } from './demo.js';
 import { FakeKubelet } from './fake-kubelet.js';
 import { portIsFree } from './ports.js';
@@ -27,21 +27,29 @@ const DEMO_TIMEOUT_MS = 120_000;
  * `given`: the flags the user set; a port left at its default moves to a free one when taken.
  */
 export async function dev(config: Config, given: ReadonlySet<string> = new Set()): Promise<number> {
-  const root = repoRoot();
+  let root: string;
+  let cp: ControlPlane;
+  let ports: Pick<Config, 'webhookPort' | 'adminPort'>;
   const devDir = path.resolve(config.devDir);
-  const cpDir = path.join(devDir, 'control-plane');
-  const owner = reapLeftovers(cpDir);
-  if (owner !== undefined && owner !== process.pid) {
-    console.error(`rollguard dev: another rollguard dev (pid ${owner}) runs in ${display(devDir)}: stop it, or give this one --dev-dir of its own`);
+  try {
+    root = repoRoot();
+    const cpDir = path.join(devDir, 'control-plane');
+    const owner = reapLeftovers(cpDir);
+    if (owner !== undefined && owner !== process.pid) {
+      throw new Error(`another rollguard dev (pid ${owner}) runs in ${display(devDir)}: stop it, or give this one --dev-dir of its own`);
+    }
+    fs.rmSync(cpDir, { recursive: true, force: true });
+    fs.mkdirSync(cpDir, { recursive: true });
+    ports = {
+      webhookPort: await loopbackPort('webhook-port', config.webhookPort, given),
+      adminPort: await loopbackPort('admin-port', config.adminPort, given),
+    };
+    say('starting the local control plane (etcd, kube-apiserver, kube-controller-manager); the first run builds them with Go, which takes a few minutes');
+    cp = await startControlPlane({ dir: cpDir });
+  } catch (err) {
+    console.error(`rollguard dev: ${err instanceof Error ? err.message : String(err)}`);
     return 1;
   }
-  fs.rmSync(cpDir, { recursive: true, force: true });
-  fs.mkdirSync(cpDir, { recursive: true });
-  const webhookPort = await loopbackPort('webhook-port', config.webhookPort, given);
-  const adminPort = await loopbackPort('admin-port', config.adminPort, given);
-
-  say('starting the local control plane (etcd, kube-apiserver, kube-controller-manager); the first run builds them with Go, which takes a few minutes');
-  const cp = await startControlPlane({ dir: cpDir });
   const kubeconfigPath = path.join(devDir, 'admin.kubeconfig');
   fs.copyFileSync(cp.kubeconfigPath, kubeconfigPath);
   const kc = new KubeConfig();
@@ -73,10 +81,9 @@ export async function dev(config: Config, given: ReadonlySet<string> = new Set()
       {
         ...config,
         namespace: ROLLGUARD_NAMESPACE,
+        ...ports,
         webhookHost: LOOPBACK,
-        webhookPort,
         adminHost: LOOPBACK,
-        adminPort,
         webhookConfiguration: WEBHOOK_CONFIGURATION,
         tlsExtraIps: [...config.tlsExtraIps, LOOPBACK],
       },

@@ -8,7 +8,7 @@ export function repoRoot(): string {
   const here = path.dirname(fileURLToPath(import.meta.url));
   for (let dir = here; ; dir = path.dirname(dir)) {
     if (fs.existsSync(path.join(dir, 'deploy', 'examples'))) return dir;
-    if (path.dirname(dir) === dir) throw new Error(`deploy/examples not found above ${here}: rollguard dev runs from a clone of the repository`);
+    if (path.dirname(dir) === dir) throw new Error(`deploy/examples not found above ${here}: rollguard dev runs from a clone of the repository (the container image holds neither the demo nor the control plane's build scripts)`);
   }
 }
 
