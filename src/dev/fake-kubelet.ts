@@ -89,6 +89,7 @@ export class FakeKubelet {
     const pods = this.namespace
       ? await this.core.listNamespacedPod({ namespace: this.namespace })
       : await this.core.listPodForAllNamespaces();
+    let failure: unknown;
     for (const pod of pods.items) {
       const name = pod.metadata!.name!;
       const namespace = pod.metadata!.namespace!;
@@ -113,10 +114,12 @@ export class FakeKubelet {
         if (sameStatus(pod.status, status)) continue;
         await this.core.replaceNamespacedPodStatus({ name, namespace, body: { ...pod, status } });
       } catch (err) {
-        // a conflict or a pod deleted meanwhile: the next pass sees the new state
-        if (!isConflictOrGone(err)) throw err;
+        // a conflict or a pod deleted meanwhile: the next pass sees the new state; one pod's
+        // failure does not hold up the others
+        if (!isConflictOrGone(err)) failure ??= err;
       }
     }
+    if (failure !== undefined) throw failure;
   }
 
   /** A Ready Node for pods to be bound to and for the DaemonSet controller to place pods on. */
