@@ -47,19 +47,22 @@ describe('rollguard dev', () => {
     child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
     exited = new Promise((resolve) => child!.on('exit', (code) => resolve(code)));
-    let gone = false;
-    void exited.then(() => (gone = true));
+    // its own lines (an early exit says why in one), then the tail with the control plane's logs
+    const explain = (): string => `${output.split('\n').filter((l) => /^\[?rollguard dev/.test(l)).join('\n')}\n…\n${output.slice(-2000)}`;
+    const early = exited.then((code) => {
+      throw new Error(`rollguard dev exited with ${code} before the demo:\n${explain()}`);
+    });
+    const demo = waitUntil(
+      'rollguard dev to reach the demo ("ready: try a change.")',
+      () => output.includes('ready: try a change.') || output.split('\n').slice(-3).join(' | '),
+      { timeoutMs: DEMO_TIMEOUT_MS, intervalMs: 250 },
+    );
     try {
-      await waitUntil(
-        'rollguard dev to reach the demo ("ready: try a change.")',
-        () => {
-          if (gone) throw new Error(`rollguard dev exited:\n${output.slice(-4000)}`);
-          return output.includes('ready: try a change.') || output.split('\n').slice(-3).join(' | ');
-        },
-        { timeoutMs: DEMO_TIMEOUT_MS, intervalMs: 250 },
-      );
+      await Promise.race([demo, early]);
     } catch (err) {
-      throw new Error(`${err instanceof Error ? err.message : String(err)}\n--- output ---\n${output.slice(-4000)}`, { cause: err });
+      throw new Error(`${err instanceof Error ? err.message : String(err)}\n--- output ---\n${explain()}`, { cause: err });
+    } finally {
+      early.catch(() => undefined);
     }
     kc = new KubeConfig();
     kc.loadFromFile(path.join(devDir, 'admin.kubeconfig'));
