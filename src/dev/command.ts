@@ -102,7 +102,7 @@ export async function dev(config: Config, given: ReadonlySet<string> = new Set()
     await until('rollguard ready (certificate loaded, caBundle injected)', () => rollguard.ready());
 
     // every namespace but rollguard's own, so kuttl's namespaces and a user's own manifests get Ready pods
-    const kubelet = new FakeKubelet(kc, undefined, { skipNamespaces: [ROLLGUARD_NAMESPACE] }).start();
+    const kubelet = new FakeKubelet(kc, undefined, { skipNamespaces: [ROLLGUARD_NAMESPACE], bind: 'all' }).start();
     stops.push(() => kubelet.stop());
     await ensureNamespace(core, DEMO_NAMESPACE);
     const applied = await applyExamples(kc, path.join(root, 'deploy', 'examples'), DEMO_NAMESPACE);

@@ -17,11 +17,17 @@ export interface FakeKubeletOptions {
   nodeName?: string;
   /** 'distinct': each pod gets a loopback address of its own (127.0.0.N); 'shared' (default): 127.0.0.1 */
   podIps?: 'shared' | 'distinct';
+  /**
+   * 'all': every pod is bound to a node, so a deletion goes through Terminating as on a real kubelet
+   * (`rollguard dev`). 'pinned' (default): only pods pinned to a node (DaemonSet pods); the others stay
+   * unbound and the API server deletes them at once, which the tests' timings were written for.
+   */
+  bind?: 'all' | 'pinned';
 }
 
 /**
  * Plays scheduler and kubelet: no scheduler or kubelet runs in the local control plane, so it
- * registers a Node, binds unscheduled pods to it (DaemonSet pods to the node their affinity names),
+ * registers a Node, binds pods (DaemonSet pods to the node their affinity names; all pods with `bind: 'all'`),
  * writes pod status through the API, as Kubernetes' own StatefulSet integration tests do, and
  * completes the deletion of terminating pods (a bound pod otherwise never finishes terminating).
  * Pods of any owner (StatefulSet, ReplicaSet, DaemonSet, none).
@@ -33,6 +39,7 @@ export class FakeKubelet {
   private readonly skip: Set<string>;
   private readonly nodeName: string;
   private readonly distinctIps: boolean;
+  private readonly bindAll: boolean;
   private readonly ipByPod = new Map<string, string>();
   private nextIp = 0;
   private nodeRegistered = false;
@@ -51,6 +58,7 @@ export class FakeKubelet {
     this.skip = new Set(opts.skipNamespaces ?? []);
     this.nodeName = opts.nodeName ?? FAKE_NODE;
     this.distinctIps = opts.podIps === 'distinct';
+    this.bindAll = opts.bind === 'all';
   }
 
   /** How a pod by that name behaves from now on (also after it is recreated). */
@@ -104,8 +112,9 @@ export class FakeKubelet {
           }
           continue;
         }
-        if (!pod.spec?.nodeName) {
-          const node = affinityNode(pod) ?? this.nodeName;
+        const pinned = affinityNode(pod);
+        if (!pod.spec?.nodeName && (pinned !== undefined || this.bindAll)) {
+          const node = pinned ?? this.nodeName;
           await this.core.createNamespacedPodBinding({ name, namespace, body: { metadata: { name, namespace }, target: { kind: 'Node', name: node } } });
           // the next pass writes the status of the pod as bound
           continue;
