@@ -72,6 +72,10 @@ export type ParsedAdmissionReview = { ok: true; review: AdmissionReview } | { ok
 
 const OPERATIONS: readonly string[] = ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'] satisfies AdmissionOperation[];
 
+export function isAdmissionOperation(value: unknown): value is AdmissionOperation {
+  return typeof value === 'string' && OPERATIONS.includes(value);
+}
+
 function shown(value: unknown): string {
   if (value === undefined) return 'nothing';
   if (value === null) return 'null';
@@ -107,7 +111,7 @@ export function parseAdmissionReview(body: unknown): ParsedAdmissionReview {
   }
   const kindProblem = groupVersionKindProblem('request.kind', request.kind);
   if (kindProblem) return { ok: false, reason: kindProblem };
-  if (typeof request.operation !== 'string' || !OPERATIONS.includes(request.operation)) {
+  if (!isAdmissionOperation(request.operation)) {
     return {
       ok: false,
       reason: `request.operation: expected one of ${OPERATIONS.join(', ')}, got ${shown(request.operation)}`,
