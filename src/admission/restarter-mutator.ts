@@ -1,17 +1,12 @@
-import type { V1ObjectMeta, V1PodTemplateSpec } from '@kubernetes/client-node';
 import { annotationChanges, desiredAnnotations, type VersionLookup } from '../restarter/annotations.js';
 import { templateAnnotationOps } from '../restarter/patch.js';
 import type { Mutator } from './mutators.js';
-
-interface WorkloadShape {
-  metadata?: V1ObjectMeta;
-  spec?: { template?: V1PodTemplateSpec | null } | null;
-}
+import { restarterView } from './workload-view.js';
 
 /** Brings the pod template's rollguard annotations to the versions `lookup` knows (in memory, no API call). */
 export function restarterMutator(lookup: VersionLookup): Mutator {
   return (request, object) => {
-    const workload = object as WorkloadShape;
+    const workload = restarterView(object);
     const template = workload.spec?.template ?? undefined;
     // On CREATE the object's own namespace is often still empty; the request's is authoritative.
     const namespace = request.namespace || workload.metadata?.namespace || '';

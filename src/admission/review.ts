@@ -117,7 +117,14 @@ export function parseAdmissionReview(body: unknown): ParsedAdmissionReview {
       reason: `request.operation: expected one of ${OPERATIONS.join(', ')}, got ${shown(request.operation)}`,
     };
   }
-  // The checks above cover every field the handler reads without a guard.
+  for (const field of ['name', 'namespace', 'subResource'] as const) {
+    const value = request[field];
+    if (value !== undefined && value !== null && typeof value !== 'string') {
+      return { ok: false, reason: `request.${field}: expected a string, got ${shown(value)}` };
+    }
+  }
+  // The checks above cover every field the handler reads without a guard; the objects are read through workload-view.ts.
+
   return { ok: true, review: body as unknown as AdmissionReview };
 }
 

@@ -2,3 +2,23 @@
 export function isJsonObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
+
+/** `value` when it is a JSON object, else undefined: a field of the wrong type counts as absent. */
+export function jsonObjectOrUndefined(value: unknown): Record<string, unknown> | undefined {
+  return isJsonObject(value) ? value : undefined;
+}
+
+/** `value` when it is an array, else empty: a list of the wrong type counts as absent. */
+export function arrayOrEmpty(value: unknown): readonly unknown[] {
+  return Array.isArray(value) ? value : [];
+}
+
+/**
+ * The string entries of a map such as labels or annotations; undefined when `value` is not an
+ * object. Entries of another type are left out, as the API server would never have stored them.
+ */
+export function stringEntries(value: unknown): Record<string, string> | undefined {
+  if (!isJsonObject(value)) return undefined;
+  // fromEntries defines own properties, so a key such as "__proto__" stays an ordinary key
+  return Object.fromEntries(Object.entries(value).filter((entry): entry is [string, string] => typeof entry[1] === 'string'));
+}

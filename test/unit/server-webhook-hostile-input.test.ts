@@ -1,4 +1,6 @@
 import https from 'node:https';
+import fc from 'fast-check';
+import jsonpatch, { type Operation } from 'fast-json-patch';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAdmissionHandler } from '../../src/admission/handler.js';
@@ -7,12 +9,15 @@ import { createMetrics, type Metrics } from '../../src/metrics.js';
 import type { ObjectVersion, VersionLookup } from '../../src/restarter/annotations.js';
 import { createWebhookServer, type WebhookServer } from '../../src/server/webhook-server.js';
 import { createCertificateAuthority, createSignedCertificate, type KeyPairPem } from '../../src/tls/certificates.js';
+import { propertyRuns } from '../env/property-runs.js';
 import { staticCertificateSource } from '../env/static-certificate-source.js';
 
 const KEY_BITS = 2048;
 const VALIDITY_SECONDS = 3600;
 /** A hung request fails the test instead of the run. */
 const REPLY_TIMEOUT_MS = 10_000;
+/** Thousands of HTTPS round trips: a few seconds on a quiet machine, more on a busy one. */
+const PROPERTY_TIMEOUT_MS = 120_000;
 const DURATION_METRIC = 'rollguard_admission_duration_seconds';
 
 interface Reply {
@@ -183,5 +188,181 @@ describe('/mutate under hostile input, real HTTPS server and admission handler',
     expect(await seriesCount(webhook.metrics, DURATION_METRIC)).toBe(before);
     expect(before).toBe(5);
     expect(await reviewsWithResult(webhook.metrics, 'error')).toBe(0);
+  });
+});
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+type Path = (string | number)[];
+
+/** Every path to a value inside `value`, the root included. */
+function pathsOf(value: Json, at: Path = []): Path[] {
+  const found: Path[] = [at];
+  if (Array.isArray(value)) value.forEach((v, i) => found.push(...pathsOf(v, [...at, i])));
+  else if (value !== null && typeof value === 'object') for (const [k, v] of Object.entries(value)) found.push(...pathsOf(v, [...at, k]));
+  return found;
+}
+
+/** `value` with the value at `path` replaced; the root path replaces the whole. */
+function replacedAt(value: Json, path: Path, replacement: Json): Json {
+  if (path.length === 0) return replacement;
+  const [head, ...rest] = path;
+  if (Array.isArray(value)) return value.map((v, i) => (i === head ? replacedAt(v, rest, replacement) : v));
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, k === head ? replacedAt(v, rest, replacement) : v]));
+  }
+  return value;
+}
+
+/** A value of any JSON type, so that at any path it is of the wrong type more often than not. */
+const anyJson: fc.Arbitrary<Json> = fc.oneof(
+  fc.constantFrom<Json>(null, true, false, 0, -1, 1e308, '', 'x', [], {}, [null], { name: null }),
+  fc.string(),
+  fc.double({ noNaN: true, noDefaultInfinity: true }),
+  fc.jsonValue({ maxDepth: 3 }) as fc.Arbitrary<Json>,
+);
+
+/** A review of an opted-in StatefulSet with one to three values, anywhere in it, replaced by others of any type. */
+const wrongTyped: fc.Arbitrary<{ uid: string | undefined; body: Json }> = fc
+  .tuple(fc.constantFrom('CREATE', 'UPDATE'), fc.array(fc.tuple(fc.nat(), anyJson), { minLength: 1, maxLength: 3 }))
+  .map(([operation, replacements]) => {
+    let body = statefulSetReview('u-wrong', operation) as Json;
+    for (const [at, replacement] of replacements) {
+      const paths = pathsOf(body);
+      body = replacedAt(body, paths[at % paths.length]!, replacement);
+    }
+    const uid = (body as { request?: { uid?: unknown } } | null)?.request?.uid;
+    return { uid: typeof uid === 'string' ? uid : undefined, body };
+  });
+
+const GVK = { group: 'apps', version: 'v1', kind: 'StatefulSet' };
+
+/** A well-formed envelope around an object and oldObject of random JSON. */
+const randomObjects: fc.Arbitrary<{ uid: string; body: Json }> = fc
+  .record({
+    uid: fc.string({ minLength: 1, maxLength: 40 }),
+    operation: fc.constantFrom('CREATE', 'UPDATE'),
+    namespace: anyJson,
+    subResource: fc.option(anyJson, { nil: undefined }),
+    object: fc.jsonValue({ maxDepth: 6 }) as fc.Arbitrary<Json>,
+    oldObject: fc.jsonValue({ maxDepth: 6 }) as fc.Arbitrary<Json>,
+  })
+  .map(({ uid, subResource, ...request }) => ({
+    uid,
+    body: {
+      apiVersion: 'admission.k8s.io/v1',
+      kind: 'AdmissionReview',
+      request: { uid, kind: GVK, resource: { group: 'apps', version: 'v1', resource: 'statefulsets' }, ...(subResource === undefined ? {} : { subResource }), ...request },
+    },
+  }));
+
+/** What the API server would accept as an answer: a 200 carrying an allowing response for this uid whose patch applies, or a 4xx that says why. */
+function expectAnswer(res: Reply, sent: Json, uid: string | undefined): void {
+  expect(res.status, JSON.stringify(res.body)).not.toBeGreaterThanOrEqual(500);
+  if (res.status >= 400 && res.status < 500) {
+    expect(res.body).toMatchObject({ reason: expect.stringMatching(/\S/) });
+    return;
+  }
+  expect(res.status).toBe(200);
+  const review = res.body as { apiVersion?: unknown; kind?: unknown; response?: { uid?: unknown; allowed?: unknown; patchType?: unknown; patch?: unknown } };
+  expect(review.apiVersion).toBe('admission.k8s.io/v1');
+  expect(review.kind).toBe('AdmissionReview');
+  if (uid !== undefined) expect(review.response?.uid).toBe(uid);
+  expect(review.response?.allowed).toBe(true);
+  if (review.response?.patch === undefined) return;
+  expect(review.response.patchType).toBe('JSONPatch');
+  const ops = JSON.parse(Buffer.from(String(review.response.patch), 'base64').toString('utf8')) as Operation[];
+  const object = (sent as { request: { object: Json } }).request.object;
+  // the API server applies the patch to the object it sent: it must apply
+  jsonpatch.applyPatch(structuredClone(object), ops, true, true);
+}
+
+/** POSTs a review and checks the answer, and that no mutator threw on it (the handler's "error" result). */
+async function expectAnswered(webhook: WebhookUnderTest, body: Json, uid: string | undefined): Promise<void> {
+  const errorsBefore = await reviewsWithResult(webhook.metrics, 'error');
+  const res = await webhook.post(JSON.stringify(body));
+  expectAnswer(res, body, uid);
+  expect(await reviewsWithResult(webhook.metrics, 'error'), 'a mutator threw on this review').toBe(errorsBefore);
+}
+
+const CLOSED_LABELS: Record<string, Record<string, readonly string[]>> = {
+  rollguard_admission_duration_seconds: { operation: ['CREATE', 'UPDATE', 'DELETE', 'CONNECT', 'invalid'] },
+  // "error" is a mutator that threw: hostile input must be answered, not crash a mutator
+  rollguard_admission_reviews_total: { result: ['patched', 'unchanged', 'not_synced', 'invalid'] },
+};
+
+/** Fails when an admission metric carries a label value outside its closed set. */
+async function expectClosedLabels(metrics: Metrics): Promise<void> {
+  for (const [name, labels] of Object.entries(CLOSED_LABELS)) {
+    const { values } = await metrics.registry.getSingleMetric(name)!.get();
+    for (const v of values) {
+      for (const [label, allowed] of Object.entries(labels)) {
+        if (v.labels[label] !== undefined) expect(allowed, `${name}{${label}}`).toContain(String(v.labels[label]));
+      }
+    }
+  }
+}
+
+describe('/mutate answers every body with a 200 review or a 4xx reason (property-based, real HTTPS server)', () => {
+  const webhook = new WebhookUnderTest();
+  beforeAll(() => webhook.start());
+  afterAll(async () => {
+    await expectClosedLabels(webhook.metrics);
+    await webhook.stop();
+  }, PROPERTY_TIMEOUT_MS);
+
+  it('reviews with wrong types at every depth', async () => {
+    await fc.assert(
+      fc.asyncProperty(wrongTyped, ({ uid, body }) => expectAnswered(webhook, body, uid)),
+      propertyRuns(2000),
+    );
+    await expectClosedLabels(webhook.metrics);
+  }, PROPERTY_TIMEOUT_MS);
+
+  it('well-formed envelopes around random objects', async () => {
+    await fc.assert(
+      fc.asyncProperty(randomObjects, ({ uid, body }) => expectAnswered(webhook, body, uid)),
+      propertyRuns(1000),
+    );
+    await expectClosedLabels(webhook.metrics);
+  }, PROPERTY_TIMEOUT_MS);
+
+  it('random JSON and random text', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(fc.jsonValue().map((v) => JSON.stringify(v)), fc.string({ unit: 'binary' })), async (text) => {
+        const res = await webhook.post(text);
+        expect(res.status, JSON.stringify(res.body)).toBeGreaterThanOrEqual(400);
+        expect(res.status).toBeLessThan(500);
+        expect(res.body).toMatchObject({ reason: expect.stringMatching(/\S/) });
+      }),
+      propertyRuns(500),
+    );
+  }, PROPERTY_TIMEOUT_MS);
+
+  it('truncated reviews', async () => {
+    const whole = JSON.stringify(statefulSetReview('u-cut', 'UPDATE'));
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 0, max: whole.length - 1 }), async (cut) => {
+        const res = await webhook.post(whole.slice(0, cut));
+        expect(res.status).toBe(400);
+        expect(res.body).toMatchObject({ reason: expect.stringMatching(/not valid JSON/) });
+      }),
+      propertyRuns(300),
+    );
+  }, PROPERTY_TIMEOUT_MS);
+
+  it('__proto__, constructor and prototype keys anywhere in a review', async () => {
+    const whole = JSON.stringify(statefulSetReview('u-proto'));
+    const opens = [...whole.matchAll(/\{/g)].map((m) => m.index);
+    const poison = fc.constantFrom('"__proto__":{"polluted":"yes"}', '"constructor":{"prototype":{"polluted":"yes"}}', '"prototype":{"polluted":"yes"}', '"__proto__":null', '"constructor":"x"');
+    await fc.assert(
+      fc.asyncProperty(fc.nat({ max: opens.length - 1 }), poison, async (i, key) => {
+        const at = opens[i]! + 1;
+        const text = `${whole.slice(0, at)}${key},${whole.slice(at)}`;
+        const res = await webhook.post(text);
+        expectAnswer(res, JSON.parse(text) as Json, res.status === 200 ? 'u-proto' : undefined);
+        expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+      }),
+      propertyRuns(300),
+    );
   });
 });
