@@ -35,7 +35,7 @@ export function statefulSetReview(uid: string, operation = 'CREATE'): Record<str
   const object = {
     apiVersion: 'apps/v1',
     kind: 'StatefulSet',
-    metadata: { name: 'db', namespace: 'shop', labels: { 'rollguard.io/enabled': 'true' }, annotations: { 'rollguard.io/health-gated': 'true' } },
+    metadata: { name: 'db', namespace: 'shop', labels: { 'rollguard.io/enabled': 'true' }, annotations: { 'rollguard.io/rollout': 'health-gated' } },
     spec: {
       serviceName: 'db',
       replicas: 3,
