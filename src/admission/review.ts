@@ -1,5 +1,5 @@
 import type { Operation } from 'fast-json-patch';
-import { isJsonObject } from '../kube/json.js';
+import { isJsonObject, nestedDeeperThan } from '../kube/json.js';
 
 export const ADMISSION_API_VERSION = 'admission.k8s.io/v1';
 export const ADMISSION_REVIEW_KIND = 'AdmissionReview';
@@ -68,6 +68,13 @@ export interface AdmissionReview {
   response?: AdmissionResponse;
 }
 
+/**
+ * A StatefulSet is a built-in type whose schema is about 20 levels deep, and the API server drops
+ * unknown fields: 100 levels take any object it sends, and keep the mutators' recursive code
+ * (structuredClone, spec comparison) far from the stack limit that a hostile body could reach.
+ */
+export const MAX_OBJECT_NESTING = 100;
+
 export type ParsedAdmissionReview = { ok: true; review: AdmissionReview } | { ok: false; reason: string };
 
 const OPERATIONS: readonly string[] = ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'] satisfies AdmissionOperation[];
@@ -81,7 +88,7 @@ function shown(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
   if (typeof value === 'string') return JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value);
-  return `a ${typeof value}`;
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }
 
 function groupVersionKindProblem(field: string, value: unknown): string | undefined {
@@ -121,6 +128,11 @@ export function parseAdmissionReview(body: unknown): ParsedAdmissionReview {
     const value = request[field];
     if (value !== undefined && value !== null && typeof value !== 'string') {
       return { ok: false, reason: `request.${field}: expected a string, got ${shown(value)}` };
+    }
+  }
+  for (const field of ['object', 'oldObject'] as const) {
+    if (nestedDeeperThan(request[field], MAX_OBJECT_NESTING)) {
+      return { ok: false, reason: `request.${field}: nested more than ${MAX_OBJECT_NESTING} levels deep; no Kubernetes object is` };
     }
   }
   // The checks above cover every field the handler reads without a guard; the objects are read through workload-view.ts.

@@ -1,4 +1,5 @@
 import https from 'node:https';
+import tls from 'node:tls';
 import fc from 'fast-check';
 import jsonpatch, { type Operation } from 'fast-json-patch';
 import { pino } from 'pino';
@@ -96,8 +97,8 @@ export class WebhookUnderTest {
   private readonly controller = new AbortController();
   private server?: WebhookServer;
   private agent?: https.Agent;
-  private ca = '';
-  private port = 0;
+  ca = '';
+  port = 0;
 
   async start(): Promise<void> {
     const authority: KeyPairPem = await createCertificateAuthority({ commonName: 'hostile-input-ca', validitySeconds: VALIDITY_SECONDS, keyBits: KEY_BITS });
@@ -123,6 +124,30 @@ export class WebhookUnderTest {
     this.port = this.server.address().port;
     // one handshake per connection, not per review: thousands of reviews stay fast
     this.agent = new https.Agent({ keepAlive: true, maxSockets: 4, ca: this.ca });
+  }
+
+  /**
+   * Sends a request whose body stops short of its content-length, then half-closes: resolves with
+   * what came back (maybe nothing) once the server closes the connection.
+   */
+  sendShort(declaredLength: number, body: string): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const socket = tls.connect({ host: '127.0.0.1', port: this.port, ca: this.ca }, () => {
+        socket.write(`POST /mutate HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${declaredLength}\r\n\r\n${body}`);
+        socket.end();
+      });
+      const chunks: Buffer[] = [];
+      const timer = setTimeout(() => socket.destroy(new Error(`the server held a short body for ${REPLY_TIMEOUT_MS} ms`)), REPLY_TIMEOUT_MS);
+      socket.on('data', (c: Buffer) => chunks.push(c));
+      socket.on('close', () => {
+        clearTimeout(timer);
+        resolve(Buffer.concat(chunks).toString('utf8'));
+      });
+      socket.on('error', (err) => {
+        clearTimeout(timer);
+        reject(err);
+      });
+    });
   }
 
   async stop(): Promise<void> {
@@ -256,7 +281,7 @@ const randomObjects: fc.Arbitrary<{ uid: string; body: Json }> = fc
   }));
 
 /** What the API server would accept as an answer: a 200 carrying an allowing response for this uid whose patch applies, or a 4xx that says why. */
-function expectAnswer(res: Reply, sent: Json, uid: string | undefined): void {
+function expectAnswer(res: Reply, sent: Json, uid: string | undefined, { checkPatch = true } = {}): void {
   expect(res.status, JSON.stringify(res.body)).not.toBeGreaterThanOrEqual(500);
   if (res.status >= 400 && res.status < 500) {
     expect(res.body).toMatchObject({ reason: expect.stringMatching(/\S/) });
@@ -268,7 +293,7 @@ function expectAnswer(res: Reply, sent: Json, uid: string | undefined): void {
   expect(review.kind).toBe('AdmissionReview');
   if (uid !== undefined) expect(review.response?.uid).toBe(uid);
   expect(review.response?.allowed).toBe(true);
-  if (review.response?.patch === undefined) return;
+  if (review.response?.patch === undefined || !checkPatch) return;
   expect(review.response.patchType).toBe('JSONPatch');
   const ops = JSON.parse(Buffer.from(String(review.response.patch), 'base64').toString('utf8')) as Operation[];
   const object = (sent as { request: { object: Json } }).request.object;
@@ -350,6 +375,19 @@ describe('/mutate answers every body with a 200 review or a 4xx reason (property
     );
   }, PROPERTY_TIMEOUT_MS);
 
+  it('bodies shorter than their content-length: the connection ends, the server answers the next review', async () => {
+    const whole = JSON.stringify(statefulSetReview('u-short'));
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 0, max: whole.length - 1 }), async (cut) => {
+        const reply = await webhook.sendShort(whole.length, whole.slice(0, cut));
+        // nothing, or an HTTP error status: never a 5xx
+        if (reply !== '') expect(reply).toMatch(/^HTTP\/1\.1 4\d\d /);
+      }),
+      propertyRuns(50),
+    );
+    expectAnswer(await webhook.post(whole), statefulSetReview('u-short') as Json, 'u-short');
+  }, PROPERTY_TIMEOUT_MS);
+
   it('__proto__, constructor and prototype keys anywhere in a review', async () => {
     const whole = JSON.stringify(statefulSetReview('u-proto'));
     const opens = [...whole.matchAll(/\{/g)].map((m) => m.index);
@@ -365,4 +403,78 @@ describe('/mutate answers every body with a 200 review or a 4xx reason (property
       propertyRuns(300),
     );
   });
+});
+
+describe('/mutate with huge and deeply nested reviews (real HTTPS server)', () => {
+  const webhook = new WebhookUnderTest();
+  beforeAll(() => webhook.start());
+  afterAll(async () => {
+    await expectClosedLabels(webhook.metrics);
+    await webhook.stop();
+  });
+
+  type Review = { request: { object: { spec: { template: { metadata: { annotations: Record<string, string> }; spec: { containers: Record<string, Json>[] } } } } } };
+  const reviewWith = (change: (review: Review) => void, operation = 'UPDATE'): Json => {
+    const review = statefulSetReview('u-big', operation);
+    change(review as unknown as Review);
+    return review as Json;
+  };
+  const DEEP = '"deep-placeholder"';
+  /** JSON text of `review` with the placeholder replaced by values nested `depth` deep (too deep for JSON.stringify). */
+  const deepText = (review: Json, depth: number, open: string, close: string): string =>
+    JSON.stringify(review).replace(DEEP, `${open.repeat(depth)}1${close.repeat(depth)}`);
+
+  const cases: { name: string; text: string; patchChecked?: false; rejected?: RegExp }[] = [
+    {
+      name: '20 000 template annotations',
+      text: JSON.stringify(
+        reviewWith((r) => {
+          r.request.object.spec.template.metadata.annotations = Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`example.com/k${i}`, 'v']));
+        }),
+      ),
+    },
+    {
+      name: '20 000 env entries that reference objects',
+      text: JSON.stringify(
+        reviewWith((r) => {
+          r.request.object.spec.template.spec.containers[0]!.env = Array.from({ length: 20_000 }, (_, i) => ({ name: `E${i}`, valueFrom: { configMapKeyRef: { name: `cm-${i}`, key: 'k' } } }));
+        }),
+      ),
+    },
+    {
+      name: '10 000 containers',
+      text: JSON.stringify(
+        reviewWith((r) => {
+          r.request.object.spec.template.spec.containers = Array.from({ length: 10_000 }, (_, i) => ({ name: `c${i}`, image: 'x', envFrom: [{ secretRef: { name: 'db-tls' } }] }));
+        }),
+      ),
+    },
+    {
+      name: 'an object nested 100 000 deep in the pod spec',
+      text: deepText(reviewWith((r) => (r.request.object.spec.template.spec.containers[0]!.x = DEEP.slice(1, -1))), 100_000, '{"a":', '}'),
+      patchChecked: false,
+      rejected: /nested more than 100 levels deep/,
+    },
+    {
+      name: 'arrays nested 1 000 000 deep in the spec (UPDATE: compared with the old spec)',
+      text: deepText(reviewWith((r) => ((r.request.object.spec as unknown as Record<string, Json>).x = DEEP.slice(1, -1))), 1_000_000, '[', ']'),
+      patchChecked: false,
+      rejected: /nested more than 100 levels deep/,
+    },
+    {
+      name: 'arrays nested 1 000 000 deep in oldObject',
+      text: deepText(reviewWith((r) => ((r.request as unknown as Record<string, Json>).oldObject = DEEP.slice(1, -1))), 1_000_000, '[', ']'),
+      patchChecked: false,
+      rejected: /nested more than 100 levels deep/,
+    },
+  ];
+
+  it.each(cases)('$name: a 200 review or a 4xx reason, no mutator error', async ({ text, patchChecked, rejected }) => {
+    const errorsBefore = await reviewsWithResult(webhook.metrics, 'error');
+    const res = await webhook.post(text);
+    if (rejected) expect(res).toMatchObject({ status: 400, body: { reason: expect.stringMatching(rejected) } });
+    // applying the patch to a value this deep would overflow the test's own stack
+    expectAnswer(res, patchChecked === false ? { request: { object: {} } } : (JSON.parse(text) as Json), 'u-big', { checkPatch: patchChecked !== false });
+    expect(await reviewsWithResult(webhook.metrics, 'error'), 'a mutator threw on this review').toBe(errorsBefore);
+  }, PROPERTY_TIMEOUT_MS);
 });
