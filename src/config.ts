@@ -40,6 +40,7 @@ export const FLAGS = [
   { name: 'cert-renew-before', type: 'duration', default: '720h', min: 1_000, description: 'renew the serving certificate this long before it expires; the CA is renewed when a third of its lifetime is left', commands: BOTH },
   { name: 'key-bits', type: 'int', default: '2048', min: 2048, max: 8192, description: 'RSA key size of the CA and serving keys', commands: BOTH },
   { name: 'debounce', type: 'duration', default: '5s', min: 0, description: 'a burst of changes to the objects of one StatefulSet within this window makes one rollout', commands: BOTH },
+  { name: 'min-restart-interval', type: 'duration', default: '1m', min: 0, description: 'at most one restart per StatefulSet in this window (counted from its last restart, kept on the set); the last change wins when it passes (0: no floor)', commands: BOTH },
   { name: 'max-restarts-per-second', type: 'number', default: '5', min: 0.01, description: 'global pace of restarts that rollguard starts', commands: BOTH },
   { name: 'workers', type: 'int', default: '4', min: 1, max: 64, description: 'StatefulSets reconciled in parallel', commands: BOTH },
   { name: 'resync-period', type: 'duration', default: '10m', min: 0, description: 're-check every opted-in StatefulSet this often (0: never)', commands: BOTH },

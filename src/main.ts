@@ -62,6 +62,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     namespaces,
     debounceMs: config.debounce,
     maxRestartsPerSecond: config.maxRestartsPerSecond,
+    minRestartIntervalMs: config.minRestartInterval,
     workers: config.workers,
     resyncPeriodMs: config.resyncPeriod,
     logger,

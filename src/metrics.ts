@@ -41,6 +41,11 @@ export function createMetrics(registry = new Registry()) {
       labelNames: ['kind'],
       registers: r,
     }),
+    restartsDeferred: new Counter({
+      name: 'rollguard_restarts_deferred_total',
+      help: 'Restarts held back by the per-set restart floor (--min-restart-interval); the last change still rolls when it passes',
+      registers: r,
+    }),
     reconcileDuration: new Histogram({
       name: 'rollguard_reconcile_duration_seconds',
       help: 'Time of one reconcile, by controller (restarter, rollout)',

@@ -1,13 +1,16 @@
 import type { VersionLookup } from '../restarter/annotations.js';
+import type { ObjectKind } from '../restarter/references.js';
 import { isJsonObject } from '../kube/json.js';
 import { composeMutators, type Mutator } from './mutators.js';
 import { restarterMutator } from './restarter-mutator.js';
 import { admissionResponseFor, type AdmissionOperation, type AdmissionRequest, type AdmissionReview } from './review.js';
 
 export interface AdmissionDeps {
-  /** Until the caches have synced every version would look absent, so nothing is patched. */
+  /** Until the caches have synced every version would look absent: only what needs no cache is patched. */
   cachesSynced: boolean;
   lookup: VersionLookup;
+  /** How far the cache of `kind` has seen in `namespace`: a candidate from a lagging cache never replaces a newer stored value. */
+  cacheProgress?: (kind: ObjectKind, namespace: string) => string;
   /** Mutators after the restarter's, each on the object as the one before it left it. */
   mutators?: Mutator[];
 }
@@ -38,7 +41,9 @@ export function admit(review: AdmissionReview, deps: AdmissionDeps): AdmissionRe
   const request = review.request;
   if (!request) throw new TypeError('admit: the AdmissionReview has no request; check it with parseAdmissionReview');
   const object = request.object;
-  if (!deps.cachesSynced || !routed(request) || !isJsonObject(object)) return admissionResponseFor(request.uid, []);
-  const ops = composeMutators(request, object, [restarterMutator(deps.lookup), ...(deps.mutators ?? [])]);
+  // an object without a metadata map is no Kubernetes object (only a hostile client sends one): nothing to patch
+  if (!routed(request) || !isJsonObject(object) || !isJsonObject(object.metadata)) return admissionResponseFor(request.uid, []);
+  const restarter = restarterMutator({ cachesSynced: deps.cachesSynced, lookup: deps.lookup, cacheProgress: deps.cacheProgress });
+  const ops = composeMutators(request, object, [restarter, ...(deps.cachesSynced ? (deps.mutators ?? []) : [])]);
   return admissionResponseFor(request.uid, ops);
 }

@@ -8,9 +8,12 @@ import { jsonObjectOrUndefined, stringEntries } from '../kube/json.js';
  * that does not apply: an absent map is added whole, which replaces the wrong-typed value.
  */
 
-/** What the restarter mutator reads: namespace, the set's annotations, the pod template. */
+const integerOrUndefined = (value: unknown): number | undefined => (Number.isSafeInteger(value) ? (value as number) : undefined);
+const stringOrUndefined = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
+
+/** What the restarter mutator reads: namespace, resourceVersion, the set's annotations, the pod template. */
 export interface RestarterView {
-  metadata: Pick<V1ObjectMeta, 'namespace' | 'annotations'>;
+  metadata: Pick<V1ObjectMeta, 'namespace' | 'resourceVersion' | 'annotations'>;
   spec: { template?: V1PodTemplateSpec };
 }
 
@@ -20,12 +23,15 @@ export function restarterView(object: unknown): RestarterView {
   const templateMetadata = jsonObjectOrUndefined(template?.metadata);
   return {
     metadata: {
-      namespace: typeof metadata?.namespace === 'string' ? metadata.namespace : undefined,
+      namespace: stringOrUndefined(metadata?.namespace),
+      resourceVersion: stringOrUndefined(metadata?.resourceVersion),
       annotations: stringEntries(metadata?.annotations),
     },
     spec: {
       template: template && {
-        metadata: templateMetadata && { annotations: stringEntries(templateMetadata.annotations) },
+        ...template,
+        // the rest of the template as it is: the UPDATE rule compares old and new templates whole
+        metadata: templateMetadata && { ...templateMetadata, annotations: stringEntries(templateMetadata.annotations) },
         // references.ts reads the pod spec field by field and treats a wrong type as absent
         spec: template.spec as V1PodSpec | undefined,
       },
@@ -33,8 +39,6 @@ export function restarterView(object: unknown): RestarterView {
   };
 }
 
-const integerOrUndefined = (value: unknown): number | undefined => (Number.isSafeInteger(value) ? (value as number) : undefined);
-const stringOrUndefined = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
 
 /**
  * What the partition hold reads: labels, annotations, replicas, the update strategy, the

@@ -2,7 +2,14 @@ import { AppsV1Api, type KubeConfig, type V1StatefulSet } from '@kubernetes/clie
 import type { Logger } from 'pino';
 import { EventRecorder } from '../kube/events.js';
 import { objectKey } from '../kube/informer.js';
-import { createMetadataCache, type MetadataCache, type MetadataEvent } from '../kube/metadata-cache.js';
+import {
+  PARTIAL_METADATA_LIST_ACCEPT,
+  createMetadataCache,
+  decodeMetadata,
+  unpackVersion,
+  type MetadataCache,
+  type MetadataEvent,
+} from '../kube/metadata-cache.js';
 import type { ObjectEvent } from '../kube/object-store.js';
 import { RawApi } from '../kube/raw-api.js';
 import { createStatefulSetCache, type StatefulSetCache } from '../kube/statefulsets.js';
@@ -11,7 +18,7 @@ import { TokenBucket } from '../kube/token-bucket.js';
 import type { Runnable } from '../manager.js';
 import type { Metrics } from '../metrics.js';
 import { ENABLED_LABEL, IGNORE_LABEL, type VersionLookup } from './annotations.js';
-import { Reconciler } from './reconciler.js';
+import { Reconciler, type FreshRead } from './reconciler.js';
 import type { ObjectKind } from './references.js';
 import { ReverseIndex } from './reverse-index.js';
 import { objectEventWakesReferrers, statefulSetEventEffect } from './wakes.js';
@@ -21,6 +28,8 @@ import { objectEventWakesReferrers, statefulSetEventEffect } from './wakes.js';
  * workload, a flapping Secret) within this window folds into one rollout.
  */
 export const DEFAULT_DEBOUNCE_MS = 5_000;
+/** At most one restart per set in this window: a Secret that changes every second cannot roll its sets every 5 s. */
+export const DEFAULT_MIN_RESTART_INTERVAL_MS = 60_000;
 /** Rollouts started per second across all sets; a change to a widely used Secret rolls its sets in a paced wave. */
 export const DEFAULT_MAX_RESTARTS_PER_SECOND = 5;
 /** Reconciles run at once; each is a cache read and at most one PATCH. */
@@ -41,6 +50,8 @@ export interface RestarterControllerOptions {
   debounceMs?: number;
   /** Infinity turns pacing off. */
   maxRestartsPerSecond?: number;
+  /** The per-set restart floor; 0 turns it off. */
+  minRestartIntervalMs?: number;
   workers?: number;
   /** 0 turns the periodic resync off. */
   resyncPeriodMs?: number;
@@ -79,6 +90,23 @@ export interface RestarterController {
   status(): RestarterStatus;
 }
 
+const PLURALS: Record<ObjectKind, string> = { ConfigMap: 'configmaps', Secret: 'secrets' };
+
+/**
+ * One object's metadata and the store's current revision, in one quorum list narrowed to the
+ * name (no resourceVersion: served from etcd, not from the API server's watch cache).
+ */
+async function readFresh(api: RawApi, kind: ObjectKind, namespace: string, name: string): Promise<FreshRead> {
+  const query = new URLSearchParams({ fieldSelector: `metadata.name=${name}`, limit: '1' });
+  const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/${PLURALS[kind]}?${query}`;
+  const list = (await api.getJson({ path, accept: PARTIAL_METADATA_LIST_ACCEPT })) as { metadata?: { resourceVersion?: unknown }; items?: unknown };
+  const revision = typeof list.metadata?.resourceVersion === 'string' ? list.metadata.resourceVersion : '';
+  const [item] = Array.isArray(list.items) ? list.items : [];
+  if (item === undefined) return { version: undefined, revision };
+  const version = unpackVersion(decodeMetadata(item, IGNORE_LABEL).packed);
+  return { version, revision };
+}
+
 /** Assembles the restarter's reconcile side: metadata caches, StatefulSet cache, reverse index, controller. */
 export function createRestarterController(opts: RestarterControllerOptions): RestarterController {
   const { logger, metrics } = opts;
@@ -107,6 +135,8 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     lookup,
     cachesSynced,
     cacheProgress: (kind, namespace) => metadata[kind].informer.resourceVersion(namespace),
+    readFresh: (kind, namespace, name) => readFresh(api, kind, namespace, name),
+    minRestartIntervalMs: opts.minRestartIntervalMs ?? DEFAULT_MIN_RESTART_INTERVAL_MS,
     patchStatefulSet: (namespace, name, ops) => apps.patchNamespacedStatefulSet({ name, namespace, body: ops }),
     events,
     restartLimiter,

@@ -31,3 +31,12 @@ export function templateAnnotationOps(
     return from === undefined ? { op: 'add', path, value: to } : { op: 'replace', path, value: to };
   });
 }
+
+/** The operations that set (value) or remove (undefined) one annotation of the workload's own metadata. */
+export function workloadAnnotationOps(annotations: Record<string, string> | null | undefined, key: string, value: string | undefined): Operation[] {
+  const current = annotations && Object.hasOwn(annotations, key) ? annotations[key] : undefined;
+  if (current === value) return [];
+  if (value === undefined) return [{ op: 'remove', path: `/metadata/annotations/${jsonpatch.escapePathComponent(key)}` }];
+  if (!annotations) return [{ op: 'add', path: '/metadata/annotations', value: { [key]: value } }];
+  return [{ op: current === undefined ? 'add' : 'replace', path: `/metadata/annotations/${jsonpatch.escapePathComponent(key)}`, value }];
+}

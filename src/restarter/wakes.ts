@@ -24,13 +24,16 @@ function sameAnnotations(a: V1StatefulSet | undefined, b: V1StatefulSet): boolea
 /**
  * A set's references can only change with its template, and a template change bumps the
  * generation; status writes (every pod that turns Ready) change neither, so they wake nothing.
- * The set's own annotations hold its opt-outs: a change of them wakes it too.
+ * A set deleted and created again under the same name (one update, when a relist folds the two)
+ * is another object: its generation may be 1 again, its uid is not. The set's own annotations
+ * hold its opt-outs: a change of them wakes it too.
  */
 export function statefulSetEventEffect(event: ObjectEvent<V1StatefulSet>): SetEventEffect {
   const { previous, current } = event;
   if (!current) return { key: keyOf(previous), index: 'remove', wake: false };
   const key = keyOf(current);
-  const templateChanged = !previous || previous.metadata?.generation !== current.metadata?.generation;
+  const templateChanged =
+    !previous || previous.metadata?.uid !== current.metadata?.uid || previous.metadata?.generation !== current.metadata?.generation;
   const wake = templateChanged || !sameAnnotations(previous, current);
   return templateChanged ? { key, index: referencedObjects(current.spec?.template), wake } : { key, wake };
 }

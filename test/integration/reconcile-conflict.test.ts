@@ -54,6 +54,8 @@ describe('restarter and a concurrent owner write', () => {
       lookup: (kind, _ns, name) => (kind === 'ConfigMap' && name === 'cfg' ? version : undefined),
       cachesSynced: () => true,
       cacheProgress: () => '',
+      readFresh: async () => ({ version, revision: '' }),
+      minRestartIntervalMs: 0,
       patchStatefulSet: (ns, name, ops) => apps.patchNamespacedStatefulSet({ name, namespace: ns, body: ops }),
       events: { record: async (subject, spec) => void recorded.push({ subject, spec }) },
       restartLimiter: { take: async () => {} },

@@ -251,13 +251,18 @@ function applied(object: Record<string, Json>, ops: Operation[]): Record<string,
   return jsonpatch.applyPatch(structuredClone(object), ops, true, false).newDocument;
 }
 
+const setAnnotations = (set: Record<string, Json>): Record<string, Json> => ((set.metadata as { annotations?: Record<string, Json> }).annotations ?? {});
 const templateAnnotations = (set: Record<string, Json>): Record<string, Json> =>
   ((set.spec as { template?: { metadata?: { annotations?: Record<string, Json> } } }).template?.metadata?.annotations ?? {});
 
-/** The object without what rollguard may write: template annotations, the partition. */
+/** The object without what rollguard may write: template annotations, the partition, its own keys on the set. */
 function besidesRollguardsFields(set: Record<string, Json>): unknown {
-  const copy = structuredClone(set) as { spec: { template: { metadata?: Record<string, Json> }; updateStrategy?: unknown } };
+  const copy = structuredClone(set) as { metadata: { annotations?: Record<string, Json> }; spec: { template: { metadata?: Record<string, Json> }; updateStrategy?: unknown } };
   delete copy.spec.updateStrategy;
+  if (copy.metadata.annotations) {
+    copy.metadata.annotations = Object.fromEntries(Object.entries(copy.metadata.annotations).filter(([key]) => !isRollguards(key)));
+    if (Object.keys(copy.metadata.annotations).length === 0) delete copy.metadata.annotations;
+  }
   if (copy.spec.template.metadata) {
     delete copy.spec.template.metadata.annotations;
     if (Object.keys(copy.spec.template.metadata).length === 0) delete copy.spec.template.metadata;
@@ -271,13 +276,17 @@ describe('admit over generated StatefulSets (property-based)', () => {
       fc.property(admissionCase, (c) => {
         const ops = patchFor(c, c.object);
         const after = applied(c.object, ops);
-        const before = templateAnnotations(c.object);
-        const now = templateAnnotations(after);
-        for (const key of new Set([...Object.keys(before), ...Object.keys(now)])) {
-          if (Object.hasOwn(before, key) && Object.hasOwn(now, key) && before[key] === now[key]) continue;
-          if (!isRollguards(key)) throw new Error(`changed the annotation ${JSON.stringify(key)} of others: ${JSON.stringify(before[key])} -> ${JSON.stringify(now[key])}`);
-          const problem = Object.hasOwn(now, key) ? annotationKeyProblem(key) : undefined;
-          if (problem) throw new Error(`wrote the key ${JSON.stringify(key)}, which the API server rejects: ${problem}`);
+        const pairs: [Record<string, Json>, Record<string, Json>][] = [
+          [templateAnnotations(c.object), templateAnnotations(after)],
+          [setAnnotations(c.object), setAnnotations(after)],
+        ];
+        for (const [before, now] of pairs) {
+          for (const key of new Set([...Object.keys(before), ...Object.keys(now)])) {
+            if (Object.hasOwn(before, key) && Object.hasOwn(now, key) && before[key] === now[key]) continue;
+            if (!isRollguards(key)) throw new Error(`changed the annotation ${JSON.stringify(key)} of others: ${JSON.stringify(before[key])} -> ${JSON.stringify(now[key])}`);
+            const problem = Object.hasOwn(now, key) ? annotationKeyProblem(key) : undefined;
+            if (problem) throw new Error(`wrote the key ${JSON.stringify(key)}, which the API server rejects: ${problem}`);
+          }
         }
         // only the template annotations and the partition are rollguard's to write
         if (!isDeepStrictEqual(besidesRollguardsFields(after), besidesRollguardsFields(c.object))) {

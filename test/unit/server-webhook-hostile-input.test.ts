@@ -338,7 +338,7 @@ describe('/mutate answers every body with a 200 review or a 4xx reason (property
   it('reviews with wrong types at every depth', async () => {
     await fc.assert(
       fc.asyncProperty(wrongTyped, ({ uid, body }) => expectAnswered(webhook, body, uid)),
-      propertyRuns(2000),
+      propertyRuns(1500),
     );
     await expectClosedLabels(webhook.metrics);
   }, PROPERTY_TIMEOUT_MS);

@@ -3,9 +3,9 @@ import { describe, expect, it } from 'vitest';
 import type { MetadataEvent } from '../../src/kube/metadata-cache.js';
 import { objectEventWakesReferrers, statefulSetEventEffect } from '../../src/restarter/wakes.js';
 
-function set(opts: { generation?: number; annotations?: Record<string, string>; configMap?: string; rv?: string } = {}): V1StatefulSet {
+function set(opts: { generation?: number; annotations?: Record<string, string>; configMap?: string; rv?: string; uid?: string } = {}): V1StatefulSet {
   return {
-    metadata: { namespace: 'ns', name: 'web', generation: opts.generation ?? 1, resourceVersion: opts.rv ?? '1', annotations: opts.annotations },
+    metadata: { namespace: 'ns', name: 'web', uid: opts.uid ?? 'uid-1', generation: opts.generation ?? 1, resourceVersion: opts.rv ?? '1', annotations: opts.annotations },
     spec: {
       selector: {},
       serviceName: 'web',
@@ -24,6 +24,12 @@ describe('statefulSetEventEffect', () => {
     {
       name: 'a template change (new generation) is indexed again and reconciled',
       event: { type: 'updated' as const, previous: set(), current: set({ generation: 2, configMap: 'other' }) },
+      want: { key: 'ns/web', index: [{ kind: 'ConfigMap', name: 'other' }], wake: true },
+    },
+    {
+      // a relist folds "deleted, created again" into one update, and both generations are 1
+      name: 'a set recreated under the same name is indexed again and reconciled',
+      event: { type: 'updated' as const, previous: set(), current: set({ uid: 'uid-2', rv: '9', configMap: 'other' }) },
       want: { key: 'ns/web', index: [{ kind: 'ConfigMap', name: 'other' }], wake: true },
     },
     {
