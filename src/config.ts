@@ -44,6 +44,7 @@ export const FLAGS = [
   { name: 'max-restarts-per-second', type: 'number', default: '5', min: 0.01, description: 'global pace of restarts that rollguard starts', commands: BOTH },
   { name: 'workers', type: 'int', default: '4', min: 1, max: 64, description: 'StatefulSets reconciled in parallel', commands: BOTH },
   { name: 'resync-period', type: 'duration', default: '10m', min: 0, description: 're-check every opted-in StatefulSet this often (0: never)', commands: BOTH },
+  { name: 'watch-idle-timeout', type: 'duration', default: '2m', min: 1_000, description: 'a watch silent this long (two bookmark intervals) is dead and restarted; applies once the API server has sent a bookmark', commands: BOTH },
   { name: 'leader-election', type: 'bool', default: 'true', description: 'elect one leader through a Lease; only the leader reconciles', commands: BOTH },
   { name: 'lease-name', type: 'string', default: 'rollguard-leader', description: 'name of the coordination.k8s.io Lease', commands: BOTH },
   { name: 'lease-duration', type: 'duration', default: '15s', min: 1_000, description: 'how long a lease holds without renewal', commands: BOTH },

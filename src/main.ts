@@ -63,6 +63,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     debounceMs: config.debounce,
     maxRestartsPerSecond: config.maxRestartsPerSecond,
     minRestartIntervalMs: config.minRestartInterval,
+    watchIdleTimeoutMs: config.watchIdleTimeout,
     workers: config.workers,
     resyncPeriodMs: config.resyncPeriod,
     logger,

@@ -6,6 +6,8 @@ const RECONCILE_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 
 
 /** Every metric rollguard exports, on one registry; each part is handed the ones it moves. */
 export function createMetrics(registry = new Registry()) {
+  // read when scraped: how long ago each cache last heard from the API server
+  const cacheAges = new Map<string, () => number | undefined>();
   // process_cpu_seconds_total becomes rollguard_process_cpu_seconds_total, and so on
   collectDefaultMetrics({ register: registry, prefix: 'rollguard_' });
   const r = [registry];
@@ -71,6 +73,22 @@ export function createMetrics(registry = new Registry()) {
       labelNames: ['kind'],
       registers: r,
     }),
+    cacheLastEventAge: new Gauge({
+      name: 'rollguard_cache_last_event_age_seconds',
+      help: 'Seconds since each cache last heard from the API server (list, event or bookmark); a watch silent for two bookmark intervals is restarted',
+      labelNames: ['kind'],
+      registers: r,
+      collect() {
+        for (const [kind, age] of cacheAges) {
+          const seconds = age();
+          if (seconds !== undefined) this.set({ kind }, seconds);
+        }
+      },
+    }),
+    /** Registers the age source of one cache, by kind (a closed set: ConfigMap, Secret, StatefulSet, Pod). */
+    watchCacheAge(kind: 'ConfigMap' | 'Secret' | 'StatefulSet' | 'Pod', age: () => number | undefined): void {
+      cacheAges.set(kind, age);
+    },
     leader: new Gauge({
       name: 'rollguard_leader',
       help: '1 while this replica holds the leader lease',

@@ -1,6 +1,7 @@
 import type { V1PodTemplateSpec } from '@kubernetes/client-node';
 import { isJsonObject, sameJson } from '../kube/json.js';
 import {
+  LAST_RESTART_ANNOTATION,
   RESTART_REASON_ANNOTATION,
   annotationChanges,
   annotationKey,
@@ -14,7 +15,7 @@ import { describeChange } from '../restarter/change-text.js';
 import { templateAnnotationOps, workloadAnnotationOps } from '../restarter/patch.js';
 import { referencedObjects, type ObjectKind } from '../restarter/references.js';
 import type { Mutator } from './mutators.js';
-import { restarterView } from './workload-view.js';
+import { restarterView, type RestarterView } from './workload-view.js';
 
 export interface RestarterMutatorDeps {
   /** Until the caches have synced every version would look absent: only what needs no cache is done. */
@@ -31,6 +32,8 @@ export interface RestarterMutatorDeps {
  * - UPDATE, template unchanged besides rollguard's keys (an annotate, a re-apply, a scale, our own
  *   partition step): the old object's values are kept as they are, from `oldObject`, with no cache.
  *   A version bump of an unchanged template is the loop's: debounced, paced, with an Event.
+ * - UPDATE by rollguard's own loop (it changes LAST_RESTART_ANNOTATION in every template patch):
+ *   taken as written; the loop has planned it, debounced, paced and explained it.
  * - UPDATE that changes the template anyway: new references get the current version and stale ones
  *   go; changed objects are bumped in the same write (one rollout, not two), and the bump is
  *   written into RESTART_REASON_ANNOTATION so that the leader records its Event.
@@ -47,6 +50,7 @@ export function restarterMutator(deps: RestarterMutatorDeps): Mutator {
     const oldTemplate = old?.spec?.template ?? undefined;
     const templateChanged = old === undefined || !sameJson(templateBesidesRollguard(oldTemplate), templateBesidesRollguard(template));
 
+    if (old && writtenByTheLoop(old, workload)) return [];
     if (old && (!templateChanged || !deps.cachesSynced)) {
       // keep what the old object carried; what the caches would add is the loop's
       const kept = storedAnnotations(oldTemplate?.metadata?.annotations);
@@ -73,6 +77,13 @@ export function restarterMutator(deps: RestarterMutatorDeps): Mutator {
     const value = unconsumed && unconsumed !== reason && !unconsumed.endsWith(`; ${reason}`) ? `${unconsumed}; ${reason}` : reason;
     return [...ops, ...workloadAnnotationOps(workload.metadata?.annotations, RESTART_REASON_ANNOTATION, value)];
   };
+}
+
+/** The loop writes its restart time with every template patch; nobody else has a reason to. */
+function writtenByTheLoop(old: RestarterView, workload: RestarterView): boolean {
+  const before = old.metadata?.annotations?.[LAST_RESTART_ANNOTATION];
+  const after = workload.metadata?.annotations?.[LAST_RESTART_ANNOTATION];
+  return after !== undefined && after !== before;
 }
 
 /** For each reference of the new template: the old object's value, else the one the owner wrote; none without either. */

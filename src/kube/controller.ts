@@ -62,6 +62,8 @@ export interface ControllerOptions {
   term(term: Term): TermParts;
   /** How a key reads in logs, e.g. "StatefulSet ns/name". */
   describe?(key: string): string;
+  /** What the keys stand for, in the log line of the first pass: "StatefulSet" gives "reconciling every StatefulSet". */
+  objects: string;
   logger: Logger;
   metrics: Pick<Metrics, 'reconcileDuration' | 'reconcileErrors' | 'queueDepth'>;
 }
@@ -163,12 +165,13 @@ export class Controller implements Runnable {
   private async run(term: RunningTerm, parts: TermParts): Promise<void> {
     for (const cache of [...this.opts.syncs, ...(parts.syncs ?? [])]) if (!(await cache.whenSynced(term.signal))) return;
     parts.onSynced?.();
+    // a key waiting for its debounce window or backoff keeps waiting
     const queueAll = (): void => {
-      for (const key of this.opts.keys()) term.queue.add(key);
+      for (const key of this.opts.keys()) term.queue.addUnlessWaiting(key);
     };
     queueAll();
     term.accepting = true;
-    this.log.info({ controller: this.opts.name, keys: term.queue.depth(), workers: this.opts.workers }, `${this.name}: caches synced; reconciling every object`);
+    this.log.info({ controller: this.opts.name, keys: term.queue.depth(), workers: this.opts.workers }, `caches synced; reconciling every ${this.opts.objects}`);
     const resync = this.opts.resyncPeriodMs > 0 ? setInterval(queueAll, this.opts.resyncPeriodMs) : undefined;
     try {
       await Promise.all(Array.from({ length: this.opts.workers }, () => this.work(term, parts.reconciler)));

@@ -30,6 +30,12 @@ export const FROZEN_ANNOTATION = 'rollguard.io/frozen';
  * effects, so the leader turns it into the Event and removes it.
  */
 export const RESTART_REASON_ANNOTATION = 'rollguard.io/restart-reason';
+/**
+ * Annotation on a workload (outside its template): when rollguard's loop last patched its
+ * template, RFC 3339. The restart floor counts from it, so a restart or a leader change of
+ * rollguard keeps it; and the webhook knows the loop's own writes by it.
+ */
+export const LAST_RESTART_ANNOTATION = 'rollguard.io/last-restart-at';
 
 export interface ObjectVersion {
   uid: string;

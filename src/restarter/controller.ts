@@ -1,7 +1,7 @@
 import { AppsV1Api, type KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { EventRecorder } from '../kube/events.js';
-import { objectKey } from '../kube/informer.js';
+import { objectKey, type Informer } from '../kube/informer.js';
 import {
   PARTIAL_METADATA_LIST_ACCEPT,
   createMetadataCache,
@@ -52,6 +52,8 @@ export interface RestarterControllerOptions {
   maxRestartsPerSecond?: number;
   /** The per-set restart floor; 0 turns it off. */
   minRestartIntervalMs?: number;
+  /** Silence that marks a watch dead once the API server has shown it sends bookmarks. */
+  watchIdleTimeoutMs?: number;
   workers?: number;
   /** 0 turns the periodic resync off. */
   resyncPeriodMs?: number;
@@ -64,6 +66,8 @@ export interface RestarterControllerOptions {
 export interface CacheStatus {
   synced: boolean;
   objects: number;
+  /** Seconds since the cache last heard from the API server; absent before its first list. */
+  last_event_age_seconds?: number;
 }
 
 export interface RestarterStatus {
@@ -90,6 +94,11 @@ export interface RestarterController {
   status(): RestarterStatus;
 }
 
+function cacheStatus(informer: Informer<unknown>, objects: number): CacheStatus {
+  const age = informer.lastEventAgeSeconds();
+  return { synced: informer.synced(), objects, ...(age !== undefined ? { last_event_age_seconds: Math.round(age) } : {}) };
+}
+
 const PLURALS: Record<ObjectKind, string> = { ConfigMap: 'configmaps', Secret: 'secrets' };
 
 /**
@@ -114,10 +123,13 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
 
   const api = new RawApi(opts.kubeConfig);
   const metadata: Record<ObjectKind, MetadataCache> = {
-    ConfigMap: createMetadataCache({ name: 'ConfigMap cache', api, plural: 'configmaps', namespaces: opts.namespaces, ignoreLabel: IGNORE_LABEL, logger: log }),
-    Secret: createMetadataCache({ name: 'Secret cache', api, plural: 'secrets', namespaces: opts.namespaces, ignoreLabel: IGNORE_LABEL, logger: log }),
+    ConfigMap: createMetadataCache({ name: 'ConfigMap cache', api, plural: 'configmaps', namespaces: opts.namespaces, ignoreLabel: IGNORE_LABEL, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
+    Secret: createMetadataCache({ name: 'Secret cache', api, plural: 'secrets', namespaces: opts.namespaces, ignoreLabel: IGNORE_LABEL, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
   };
-  const sets = createStatefulSetCache({ api, namespaces: opts.namespaces, labelSelector: `${ENABLED_LABEL}=true`, logger: log });
+  const sets = createStatefulSetCache({ api, namespaces: opts.namespaces, labelSelector: `${ENABLED_LABEL}=true`, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs });
+  metrics.watchCacheAge('ConfigMap', () => metadata.ConfigMap.informer.lastEventAgeSeconds());
+  metrics.watchCacheAge('Secret', () => metadata.Secret.informer.lastEventAgeSeconds());
+  metrics.watchCacheAge('StatefulSet', () => sets.informer.lastEventAgeSeconds());
   const informers = [metadata.ConfigMap.informer, metadata.Secret.informer, sets.informer];
   const index = new ReverseIndex();
   const apps = opts.kubeConfig.makeApiClient(AppsV1Api);
@@ -153,6 +165,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     syncs: informers,
     term: () => ({ reconciler }),
     describe: (key) => `StatefulSet ${key}`,
+    objects: 'StatefulSet',
     logger: log,
     metrics,
   });
@@ -202,9 +215,9 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     status: () => ({
       ...controller.status(),
       cache: {
-        ConfigMap: { synced: metadata.ConfigMap.informer.synced(), objects: metadata.ConfigMap.store.size() },
-        Secret: { synced: metadata.Secret.informer.synced(), objects: metadata.Secret.store.size() },
-        StatefulSet: { synced: sets.informer.synced(), objects: sets.store.size() },
+        ConfigMap: cacheStatus(metadata.ConfigMap.informer, metadata.ConfigMap.store.size()),
+        Secret: cacheStatus(metadata.Secret.informer, metadata.Secret.store.size()),
+        StatefulSet: cacheStatus(sets.informer, sets.store.size()),
       },
     }),
   };

@@ -10,6 +10,7 @@ import {
   ABSENT,
   ENABLED_LABEL,
   FROZEN_ANNOTATION,
+  LAST_RESTART_ANNOTATION,
   RESTART_REASON_ANNOTATION,
   annotationChanges,
   isRollguardAnnotation,
@@ -33,11 +34,6 @@ export const PATCH_ACTION = 'PatchPodTemplate';
 
 /** Event reason: a restart held back by the set's restart floor (--min-restart-interval). */
 export const REASON_RESTARTS_DEFERRED = 'RestartsDeferred';
-/**
- * Annotation on a set (outside its template): when rollguard last patched its template, RFC 3339.
- * The restart floor counts from it, so a restart or a leader change of rollguard keeps it.
- */
-export const LAST_RESTART_ANNOTATION = 'rollguard.io/last-restart-at';
 
 /** While the caches are still listing, every object would look absent; the item waits this long and tries again. */
 const NOT_SYNCED_RETRY_MS = 1_000;

@@ -121,6 +121,7 @@ export function createRolloutController(opts: RolloutControllerOptions): Rollout
     keys: () => sets.store.list().filter(isHealthGated).map(keyOf),
     syncs: ownSets ? [] : [sets.informer],
     describe: (key) => `StatefulSet ${key}`,
+    objects: 'health-gated StatefulSet',
     logger: log,
     metrics,
     term: (term) => {

@@ -48,6 +48,7 @@ function harness(overrides: Partial<ControllerOptions> = {}, answer: (key: strin
     resyncPeriodMs: 0,
     keys: () => keys,
     syncs: [gate],
+    objects: 'thing',
     term: (term) => {
       terms.push(term);
       return {
@@ -111,6 +112,38 @@ describe('Controller', () => {
     expect(h.reconciled.filter((k) => k === 'ns/a')).toHaveLength(2);
     abort.abort();
     await h.controller.stopped();
+  });
+
+  it('does not cut a debounce window short with a resync', async () => {
+    let passes = 0;
+    let armed = false;
+    const h = harness();
+    const counted = new Controller({
+      name: 'restarter',
+      workers: 1,
+      debounceMs: 60_000,
+      resyncPeriodMs: 10,
+      // the first pass and, once armed, every resync queue the key
+      keys: () => (passes++ === 0 || armed ? ['ns/a'] : []),
+      syncs: [h.gate],
+      objects: 'thing',
+      term: () => ({ reconciler: { reconcile: async (key) => (h.reconciled.push(key), {}) } }),
+      logger,
+      metrics: h.metrics,
+    });
+    h.gate.release();
+    const abort = new AbortController();
+    await counted.start(abort.signal);
+    await waitUntil('the full pass', () => h.reconciled.length === 1, { timeoutMs: 2_000 });
+    counted.enqueue({ key: 'ns/a', debounce: true });
+    armed = true;
+    const before = passes;
+    await waitUntil('three resyncs', () => passes >= before + 3, { timeoutMs: 2_000 });
+    // still waiting for its window: the resyncs did not run it early
+    expect(h.reconciled).toEqual(['ns/a']);
+    expect(counted.status().queued).toBe(1);
+    abort.abort();
+    await counted.stopped();
   });
 
   it('requeues after the asked delay, backs off on errors, and counts conflicts apart', async () => {

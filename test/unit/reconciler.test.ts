@@ -5,14 +5,13 @@ import pino from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { createMetrics } from '../../src/metrics.js';
-import { ENABLED_LABEL, annotationKey, desiredAnnotations, annotationChanges, type ObjectVersion } from '../../src/restarter/annotations.js';
+import { ENABLED_LABEL, LAST_RESTART_ANNOTATION, annotationKey, desiredAnnotations, annotationChanges, type ObjectVersion } from '../../src/restarter/annotations.js';
 import { ConflictError } from '../../src/kube/api-status.js';
 import { describeChange } from '../../src/restarter/change-text.js';
 import {
   Reconciler,
   annotationPatch,
   patchReason,
-  LAST_RESTART_ANNOTATION,
   type FreshRead,
   type ReconcilerDeps,
 } from '../../src/restarter/reconciler.js';
