@@ -402,7 +402,7 @@ describe('/mutate answers every body with a 200 review or a 4xx reason (property
       }),
       propertyRuns(300),
     );
-  });
+  }, PROPERTY_TIMEOUT_MS);
 });
 
 describe('/mutate with huge and deeply nested reviews (real HTTPS server)', () => {
