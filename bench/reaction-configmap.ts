@@ -90,7 +90,7 @@ async function main(): Promise<void> {
       },
     );
 
-    const controller = createRestarterController({
+    const controller = createRestarterController({ minRestartIntervalMs: 0,
       kubeConfig: kc,
       namespaces: [namespace],
       logger,
