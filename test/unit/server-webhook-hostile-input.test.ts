@@ -312,7 +312,7 @@ async function expectAnswered(webhook: WebhookUnderTest, body: Json, uid: string
 const CLOSED_LABELS: Record<string, Record<string, readonly string[]>> = {
   rollguard_admission_duration_seconds: { operation: ['CREATE', 'UPDATE', 'DELETE', 'CONNECT', 'invalid'] },
   // "error" is a mutator that threw: hostile input must be answered, not crash a mutator
-  rollguard_admission_reviews_total: { result: ['patched', 'unchanged', 'not_synced', 'invalid'] },
+  rollguard_admission_reviews_total: { result: ['patched', 'unchanged', 'not_synced', 'out_of_scope', 'invalid'] },
 };
 
 /** Fails when an admission metric carries a label value outside its closed set. */
