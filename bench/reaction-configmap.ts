@@ -90,8 +90,9 @@ async function main(): Promise<void> {
       },
     );
 
-    const controller = createRestarterController({ minRestartIntervalMs: 0,
+    const controller = createRestarterController({
       kubeConfig: kc,
+      minRestartIntervalMs: 0,
       namespaces: [namespace],
       logger,
       metrics,
