@@ -29,8 +29,9 @@ import (
 )
 
 type options struct {
-	host, certDir, kubeconfig, namespaces, versions string
-	port, adminPort                                 int
+	host, certDir, namespaces, versions string
+	port, adminPort                     int
+	cached                              bool
 }
 
 func main() {
@@ -39,7 +40,7 @@ func main() {
 	flag.IntVar(&o.port, "port", 9443, "port of the webhook server")
 	flag.StringVar(&o.certDir, "cert-dir", "", "folder holding tls.crt and tls.key")
 	flag.IntVar(&o.adminPort, "admin-port", 0, "plain HTTP port on 127.0.0.1 for /latency, /memory, /cache, /synced")
-	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "with it: versions from the manager's metadata cache; without: from --versions")
+	flag.BoolVar(&o.cached, "cache", false, "versions from the manager's metadata cache (--kubeconfig, registered by controller-runtime); else from --versions")
 	flag.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces the cache covers; empty: all")
 	flag.StringVar(&o.versions, "versions", "", `static versions: {"default": {uid, resourceVersion, ignored} | null, "objects": {"Kind/ns/name": {...} | null}}`)
 	flag.Parse()
@@ -75,7 +76,7 @@ func run(ctx context.Context, o options) error {
 	go func() { _ = http.Serve(listener, admin) }()
 	fmt.Printf("admin %d\n", listener.Addr().(*net.TCPAddr).Port)
 
-	if o.kubeconfig == "" {
+	if !o.cached {
 		lookup, err := staticLookup(o.versions)
 		if err != nil {
 			return err
@@ -85,10 +86,12 @@ func run(ctx context.Context, o options) error {
 		return server.Start(ctx)
 	}
 
-	cfg, err := clientConfig(o.kubeconfig)
+	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return err
 	}
+	// as rollguard's client: no client-side throttling in the way of a list
+	cfg.QPS, cfg.Burst = -1, 0
 	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 	if o.namespaces != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
