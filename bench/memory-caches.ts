@@ -1,4 +1,4 @@
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import https from 'node:https';
 import os from 'node:os';
@@ -10,12 +10,12 @@ import vm from 'node:vm';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
 import { startControlPlane } from '../test/env/control-plane.js';
-import { freePort } from '../test/env/ports.js';
 import { createMetadataCache } from '../src/kube/metadata-cache.js';
 import { RawApi } from '../src/kube/raw-api.js';
 import { IGNORE_LABEL } from '../src/restarter/annotations.js';
 import { createCertificateAuthority, createSignedCertificate } from '../src/tls/certificates.js';
 import { certDir, peakRssOf, rssOf, startPeer } from './side-by-side/peer.js';
+import { startRollguardServe } from './side-by-side/rollguard-serve.js';
 
 // Memory side by side, one API server, one run: rollguard's metadata caches and the
 // controller-runtime peer's metadata-only cache (PartialObjectMetadata, managedFields stripped),
@@ -173,47 +173,24 @@ async function createAll(kc: KubeConfig, namespace: string): Promise<void> {
 const mb = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 
 /** `rollguard serve` with nothing to watch: RSS once ready and settled, and a heap snapshot of it. */
-async function productIdle(kubeconfigPath: string, dir: string, namespace: string): Promise<{ rss: number; peak: number; heapUsed: number; snapshot: string }> {
-  const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-  const cli = path.join(repo, 'dist', 'src', 'cli.js');
-  if (!fs.existsSync(cli)) throw new Error(`${cli} is missing: run npm run build first`);
-  const [webhookPort, adminPort] = [await freePort(), await freePort()];
+async function productIdle(kubeconfigPath: string, dir: string, namespace: string): Promise<{ rss: number; peak: number; snapshot: string }> {
   const snapshotDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollguard-bench-heap-'));
-  const child = spawn(
-    process.execPath,
-    [
-      `--heapsnapshot-signal=SIGUSR2`,
-      `--diagnostic-dir=${snapshotDir}`,
-      cli,
-      'serve',
-      `--kubeconfig=${kubeconfigPath}`,
-      `--namespace=${namespace}`,
-      `--watch-namespaces=${namespace}`,
-      '--webhook-host=127.0.0.1',
-      `--webhook-port=${webhookPort}`,
-      '--admin-host=127.0.0.1',
-      `--admin-port=${adminPort}`,
-      `--tls-cert-file=${path.join(dir, 'tls.crt')}`,
-      `--tls-key-file=${path.join(dir, 'tls.key')}`,
-      '--webhook-configuration=',
-      '--leader-election=false',
-      '--log-level=warn',
-    ],
-    { stdio: ['ignore', 'ignore', 'inherit'] },
-  );
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const rg = await startRollguardServe({
+    kubeconfigPath,
+    certDir: dir,
+    namespace,
+    watchNamespaces: [namespace],
+    nodeArgs: ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshotDir}`],
+  });
   try {
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      if (child.exitCode !== null) throw new Error(`rollguard serve exited with ${child.exitCode}`);
-      const ok = await fetch(`http://127.0.0.1:${adminPort}/readyz`).then((r) => r.ok, () => false);
-      if (ok) break;
+    for (const deadline = Date.now() + 60_000; !(await rg.ready()); await new Promise((r) => setTimeout(r, 200))) {
       if (Date.now() > deadline) throw new Error('rollguard serve not ready after 60 s');
-      await new Promise((r) => setTimeout(r, 200));
     }
     await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
-    const rss = rssOf(child.pid!);
-    child.kill('SIGUSR2');
+    const pid = rg.child.pid!;
+    const rss = rssOf(pid);
+    const peak = peakRssOf(pid);
+    rg.child.kill('SIGUSR2');
     let snapshot = '';
     for (const until = Date.now() + 60_000; Date.now() < until && !snapshot; await new Promise((r) => setTimeout(r, 500))) {
       const done = fs.readdirSync(snapshotDir).find((f) => f.endsWith('.heapsnapshot'));
@@ -224,10 +201,9 @@ async function productIdle(kubeconfigPath: string, dir: string, namespace: strin
         if (fs.statSync(path.join(snapshotDir, done)).size === size && size > 0) snapshot = path.join(snapshotDir, done);
       }
     }
-    return { rss, peak: peakRssOf(child.pid!), heapUsed: 0, snapshot };
+    return { rss, peak, snapshot };
   } finally {
-    child.kill('SIGTERM');
-    await exited;
+    await rg.stop();
   }
 }
 
