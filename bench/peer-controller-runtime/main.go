@@ -108,6 +108,8 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	// the manager runs its webhook server once asked for it
+	_ = mgr.GetWebhookServer()
 	metaCache := mgr.GetCache()
 	annotator.lookup = cacheLookup(metaCache)
 	admin.HandleFunc("/cache", func(w http.ResponseWriter, r *http.Request) { dumpCache(r.Context(), w, metaCache) })
