@@ -249,6 +249,8 @@ async function main(): Promise<void> {
 
 if (process.argv[2] === '--serve') {
   const [, , , kind, webhookPort, adminPort, dir, versionsFile] = process.argv;
+  // an orderly exit, so that --cpu-prof or --heap-prof in BENCH_SERVER_NODE_OPTIONS write their files
+  process.once('SIGTERM', () => process.exit(0));
   await serveInChild(kind!, Number(webhookPort), Number(adminPort), dir!, versionsFile!);
 } else {
   await main();

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"go.uber.org/zap/zapcore"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -44,7 +45,8 @@ func main() {
 	flag.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces the cache covers; empty: all")
 	flag.StringVar(&o.versions, "versions", "", `static versions: {"default": {uid, resourceVersion, ignored} | null, "objects": {"Kind/ns/name": {...} | null}}`)
 	flag.Parse()
-	ctrl.SetLogger(zap.New())
+	// errors only: a line per start and stop would clutter the benchmark's table
+	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel)))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {
