@@ -18,6 +18,7 @@ const (
 	ignoreConfigMapsAnnotation = "rollguard.io/ignore-configmaps"
 	ignoreSecretsAnnotation    = "rollguard.io/ignore-secrets"
 	ignoreLabel                = "rollguard.io/ignore"
+	frozenAnnotation           = "rollguard.io/frozen"
 	absent                     = "absent"
 
 	segmentMaxLength = 63
@@ -26,11 +27,11 @@ const (
 )
 
 var (
-	annotationPrefix = map[string]string{configMapKind: "configmap.rollguard.io/", secretKind: "secret.rollguard.io/"}
-	segmentPattern   = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
-	unsafeChars      = regexp.MustCompile(`[^-A-Za-z0-9_.]`)
-	leadingNonAlnum  = regexp.MustCompile(`^[^A-Za-z0-9]+`)
-	digits           = regexp.MustCompile(`^\d+$`)
+	annotationPrefix       = map[string]string{configMapKind: "configmap.rollguard.io/", secretKind: "secret.rollguard.io/"}
+	segmentPattern         = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
+	unsafeChars            = regexp.MustCompile(`[^-A-Za-z0-9_.]`)
+	leadingNonAlnum        = regexp.MustCompile(`^[^A-Za-z0-9]+`)
+	resourceVersionPattern = regexp.MustCompile(`^\d{1,30}$`)
 )
 
 // objectVersion is what a cache knows of one ConfigMap or Secret.
@@ -164,30 +165,52 @@ func ignoredNames(annotations map[string]any, key string) map[string]bool {
 	return names
 }
 
-// newerOf keeps an annotation that already names a newer version of the same object.
-func newerOf(cached string, current string, hasCurrent bool) string {
-	if !hasCurrent || cached == absent {
-		return cached
+// A stored value read back: a version, absent, or unreadable (a person's, a bug's).
+type parsedValue struct {
+	kind string // "version", "absent", "unreadable"
+	rv   *big.Int
+}
+
+func parseValue(v string) parsedValue {
+	if v == absent {
+		return parsedValue{kind: "absent"}
 	}
-	c, cur := strings.Split(cached, "/"), strings.Split(current, "/")
-	if len(c) < 2 || len(cur) < 2 || c[0] != cur[0] || c[1] == "" || cur[1] == "" || !digits.MatchString(c[1]) || !digits.MatchString(cur[1]) {
-		return cached
+	slash := strings.Index(v, "/")
+	if slash <= 0 || !resourceVersionPattern.MatchString(v[slash+1:]) {
+		return parsedValue{kind: "unreadable"}
 	}
-	rv, _ := new(big.Int).SetString(c[1], 10)
-	curRv, _ := new(big.Int).SetString(cur[1], 10)
-	if curRv.Cmp(rv) > 0 {
-		return current
+	rv, _ := new(big.Int).SetString(v[slash+1:], 10)
+	return parsedValue{kind: "version", rv: rv}
+}
+
+// replaces: whether candidate may replace stored without moving backwards, for a review with no
+// old object and an authoritative lookup (rollguard's versions.ts `replaces` without context).
+func replaces(candidate, stored string) bool {
+	if candidate == stored {
+		return false
 	}
-	return cached
+	next, now := parseValue(candidate), parseValue(stored)
+	switch {
+	case now.kind == "unreadable":
+		return true
+	case next.kind == "unreadable":
+		return false
+	case next.kind == "version" && now.kind == "version":
+		return next.rv.Cmp(now.rv) > 0
+	default:
+		return next.kind != now.kind
+	}
 }
 
 // desiredTemplateAnnotations: the template's annotations with every rollguard annotation replaced
-// by the desired ones; changed false when the template already carries exactly those.
+// by the desired ones (rollguard's planAnnotations on a CREATE); changed false when the template
+// already carries exactly those.
 func desiredTemplateAnnotations(namespace string, setAnnotations map[string]any, template map[string]any, lookup versionLookup) (map[string]any, bool) {
 	ignored := map[string]map[string]bool{
 		configMapKind: ignoredNames(setAnnotations, ignoreConfigMapsAnnotation),
 		secretKind:    ignoredNames(setAnnotations, ignoreSecretsAnnotation),
 	}
+	frozen := ignoredNames(setAnnotations, frozenAnnotation)
 	current := object(template, "metadata", "annotations")
 	result := map[string]any{}
 	for key, value := range current {
@@ -196,20 +219,26 @@ func desiredTemplateAnnotations(namespace string, setAnnotations map[string]any,
 		}
 	}
 	for _, ref := range referencedObjects(template) {
-		if ignored[ref.kind][ref.name] {
-			continue
-		}
-		version := lookup(ref.kind, namespace, ref.name)
-		if version != nil && version.Ignored {
-			continue
-		}
 		key := annotationKey(ref.kind, ref.name)
-		value := absent
-		if version != nil {
-			value = version.UID + "/" + version.ResourceVersion
+		stored, hasStored := current[key].(string)
+		version := lookup(ref.kind, namespace, ref.name)
+		// a frozen reference whose object is gone stays frozen
+		labelIgnored := (version != nil && version.Ignored) || (version == nil && frozen[ref.kind+"/"+ref.name])
+		if ignored[ref.kind][ref.name] || labelIgnored {
+			if hasStored {
+				result[key] = stored
+			}
+			continue
 		}
-		cur, has := current[key].(string)
-		result[key] = newerOf(value, cur, has)
+		candidate := absent
+		if version != nil {
+			candidate = version.UID + "/" + version.ResourceVersion
+		}
+		if !hasStored || stored == candidate || replaces(candidate, stored) {
+			result[key] = candidate
+		} else {
+			result[key] = stored
+		}
 	}
 	if len(result) != len(current) {
 		return result, true

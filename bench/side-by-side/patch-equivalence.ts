@@ -23,7 +23,12 @@ function podSpec(volumes: unknown[]): Record<string, unknown> {
 const current = `${BENCH_UID}/123456`;
 const LONG_NAME = `a-very-long-configmap-name-${'x'.repeat(60)}`;
 
-/** Reviews that walk every branch of the contract: no template metadata, stale and newer annotations, opt-outs, long names. */
+/**
+ * CREATE reviews that walk every branch of the contract a CREATE meets: no template metadata,
+ * stale, older and newer values, unreadable ones, opt-outs and frozen references, long names;
+ * and writes the webhook does not patch. The UPDATE paths (the old object's values kept, the
+ * loop's own writes, restart reasons) are rollguard's alone: the peer does not mirror them.
+ */
 function cases(): string[] {
   const uid = (i: number) => `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
   return [
@@ -46,7 +51,6 @@ function cases(): string[] {
         },
         spec: podSpec([cm('same'), cm('older'), cm('newer'), secret('other-uid'), secret('weird')]),
       }),
-      { operation: 'UPDATE' },
     ),
     reviewOf(
       uid(5),
@@ -56,7 +60,7 @@ function cases(): string[] {
       }),
     ),
     reviewOf(uid(6), set({ spec: podSpec([cm(LONG_NAME), cm('dotted.name.v1'), secret(`${'9'.repeat(64)}`)]) })),
-    reviewOf(uid(7), set({ metadata: { annotations: { 'configmap.rollguard.io/a': current } }, spec: podSpec([cm('a')]) }), { operation: 'UPDATE' }),
+    reviewOf(uid(7), set({ metadata: { annotations: { 'configmap.rollguard.io/a': current } }, spec: podSpec([cm('a')]) })),
     reviewOf(uid(8), set({ spec: podSpec([cm('a')]) }), { operation: 'DELETE' }),
     reviewOf(uid(9), set({ spec: podSpec([cm('a')]) }), { kind: { group: 'apps', version: 'v1', kind: 'Deployment' } }),
     reviewOf(uid(10), set({ spec: podSpec([cm('a')]) }), { subResource: 'scale', operation: 'UPDATE' }),
@@ -72,6 +76,16 @@ function cases(): string[] {
       }),
     ),
     reviewOf(uid(13), set({ metadata: { annotations: { 'configmap.rollguard.io/gone': current } }, spec: podSpec([]) })),
+    reviewOf(
+      uid(14),
+      set(
+        {
+          metadata: { annotations: { 'configmap.rollguard.io/gone-config': current, 'secret.rollguard.io/ignored-secret': 'x/1', 'configmap.rollguard.io/a': 'absent' } },
+          spec: podSpec([cm('gone-config'), secret('ignored-secret'), cm('a'), secret('gone-secret')]),
+        },
+        { 'rollguard.io/frozen': 'ConfigMap/gone-config, Secret/ignored-secret' },
+      ),
+    ),
   ];
 }
 
