@@ -73,6 +73,8 @@ interface Run {
   serverCounts: number[];
   seconds: number;
   errors: number;
+  /** open loop: reviews not sent because a second's worth was still unanswered */
+  shed?: number;
 }
 
 function post(agent: https.Agent, port: number, body: string): Promise<number> {
@@ -130,14 +132,23 @@ async function openLoop(server: BenchProcess, body: string, rate: number, second
     let errors = 0;
     const total = rate * secs;
     const started = Date.now();
-    const pending: Promise<void>[] = [];
+    const pending = new Set<Promise<void>>();
+    let shed = 0;
     for (let i = 0; i < total; i++) {
       const wait = started + (i * 1000) / rate - Date.now();
       if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-      pending.push(post(agent, server.webhookPort, body).then((ms) => void latencies.push(ms), () => void errors++));
+      // a server that cannot keep the rate would queue without end: past a second's backlog, reviews are shed and counted
+      if (pending.size >= rate) {
+        shed++;
+        continue;
+      }
+      const p: Promise<void> = post(agent, server.webhookPort, body)
+        .then((ms) => void latencies.push(ms), () => void errors++)
+        .finally(() => pending.delete(p));
+      pending.add(p);
     }
     await Promise.all(pending);
-    return { latencies, serverCounts: await readLatencyHistogram(server.adminPort), seconds: (Date.now() - started) / 1000, errors };
+    return { latencies, serverCounts: await readLatencyHistogram(server.adminPort), seconds: (Date.now() - started) / 1000, errors, shed };
   };
   await once(1);
   const run = await once(seconds);
@@ -151,6 +162,7 @@ function merged(runs: Run[]): Run {
     serverCounts: runs.reduce<number[]>((sum, r) => r.serverCounts.map((c, i) => c + (sum[i] ?? 0)), []),
     seconds: runs.reduce((s, r) => s + r.seconds, 0),
     errors: runs.reduce((s, r) => s + r.errors, 0),
+    shed: runs.reduce((s, r) => s + (r.shed ?? 0), 0),
   };
 }
 
@@ -164,6 +176,7 @@ interface Figures {
   server: [number, number, number];
   requests: number;
   errors: number;
+  shed: number;
 }
 
 function figures(run: Run): Figures {
@@ -174,6 +187,7 @@ function figures(run: Run): Figures {
     server: ps.map((p) => percentileOfCounts(run.serverCounts, p)) as [number, number, number],
     requests: run.latencies.length,
     errors: run.errors,
+    shed: run.shed ?? 0,
   };
 }
 
@@ -187,7 +201,7 @@ function printTable(title: string, by: Record<ServerKind, Figures>, rows: [strin
       `${label.padEnd(22)}${col(rg!.toFixed(digits))}${col(peer!.toFixed(digits))}${col(bare!.toFixed(digits))}${col((rg! / peer!).toFixed(2), 9)}${col((rg! / bare!).toFixed(2), 9)}`,
     );
   }
-  const counts = SERVERS.map((s) => `${s} ${by[s].requests} requests, ${by[s].errors} errors`).join('; ');
+  const counts = SERVERS.map((s) => `${s} ${by[s].requests} requests, ${by[s].errors} errors${by[s].shed ? `, ${by[s].shed} shed` : ''}`).join('; ');
   console.log(`  (${counts})`);
 }
 
