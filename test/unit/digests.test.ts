@@ -1,4 +1,6 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { propertyRuns } from '../env/property-runs.js';
 import {
   ALL_KEYS,
   DIGESTS_ANNOTATION,
@@ -47,6 +49,25 @@ describe('dataDigests', () => {
         expect(sameDigests(dataDigests('ConfigMap', { data: x }, KEY), dataDigests('ConfigMap', { data: y }, KEY)), `${JSON.stringify(x)} ${JSON.stringify(y)}`).toBe(equal);
       }
     }
+  });
+});
+
+describe('dataDigests, as a property', () => {
+  it('same digests exactly when the data maps are equal, in any order; changedKeys names exactly the differing keys', () => {
+    // data keys as the API server validates them (so never ALL_KEYS)
+    const dataMap = fc.dictionary(fc.stringMatching(/^[-._a-zA-Z0-9]{1,3}$/), fc.string({ maxLength: 3 }), { maxKeys: 6 });
+    fc.assert(
+      fc.property(dataMap, dataMap, (x, y) => {
+        const dx = dataDigests('ConfigMap', { data: x }, KEY);
+        const dy = dataDigests('ConfigMap', { data: y }, KEY);
+        const differing = [...new Set([...Object.keys(x), ...Object.keys(y)])].filter((k) => x[k] !== y[k] || Object.hasOwn(x, k) !== Object.hasOwn(y, k)).sort();
+        const reversed = dataDigests('ConfigMap', { data: Object.fromEntries(Object.entries(x).reverse()) }, KEY);
+        expect(sameDigests(dx, dy)).toBe(differing.length === 0);
+        expect(changedKeys(dx, dy)).toEqual(differing);
+        expect(sameDigests(dx, reversed)).toBe(true);
+      }),
+      propertyRuns(300),
+    );
   });
 });
 
