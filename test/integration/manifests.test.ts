@@ -233,8 +233,9 @@ describe('deploy manifests', () => {
       );
 
     for (const [group, resource, verbs] of [
-      ['', 'configmaps', ['list', 'watch']],
-      ['', 'secrets', ['list', 'watch']],
+      // get: the leader digests a changed object's data
+      ['', 'configmaps', ['get', 'list', 'watch']],
+      ['', 'secrets', ['get', 'list', 'watch']],
       ['apps', 'statefulsets', ['list', 'watch', 'patch']],
       ['', 'pods', ['list', 'watch', 'delete']],
       ['', 'events', ['create', 'patch']],
@@ -250,7 +251,9 @@ describe('deploy manifests', () => {
       expect(clusterRules.filter((r) => r.resources?.includes(mwc)), 'no MWC rules when rollguard injects nothing').toEqual([]);
     }
     expect(allows(ownRules, 'coordination.k8s.io', 'leases', 'update')).toBe(config.leaderElection);
-    expect(allows(ownRules, '', 'secrets', 'create'), 'the TLS Secret only with self-managed TLS').toBe(config.tlsCertFile === '');
+    // the digest key Secret in every configuration; update (a renewal) only with self-managed TLS
+    expect(allows(ownRules, '', 'secrets', 'create'), 'the digest key Secret').toBe(true);
+    expect(allows(ownRules, '', 'secrets', 'update'), 'the TLS Secret only with self-managed TLS').toBe(config.tlsCertFile === '');
   });
 
   it('kustomize base: the webhook takes CREATE and UPDATE of opted-in StatefulSets, fails open, and skips rollguard-system', () => {
