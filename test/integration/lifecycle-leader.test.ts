@@ -4,6 +4,7 @@ import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testClust
 import { startRollguardProcess, printProcessLogsOnFailure, type RollguardProcess } from '../env/rollguard-process.js';
 import { waitFor, waitUntil } from '../env/wait.js';
 import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
+import { endsWithVersion } from '../env/event-text.js';
 
 const LEASE_DURATION_MS = 4_000;
 const LIFECYCLE_ARGS = [
@@ -107,7 +108,7 @@ describe('two replicas and one leader', () => {
     const counts: Record<string, number> = Object.fromEntries(SETS.map((s) => [s, 0]));
     for (const e of (await core.listNamespacedEvent({ namespace: workloads, fieldSelector: 'reason=ConfigChanged' })).items) {
       const set = e.involvedObject.name ?? '';
-      if (set in counts && e.message?.includes(`→ ${resourceVersion})`)) counts[set]! += e.count ?? 1;
+      if (set in counts && endsWithVersion(e.message, resourceVersion)) counts[set]! += e.count ?? 1;
     }
     return counts;
   }

@@ -9,6 +9,7 @@ import { waitFor, waitUntil } from '../env/wait.js';
 import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
 import { ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND } from '../../src/admission/review.js';
 import { createCertificateAuthority, createSignedCertificate } from '../../src/tls/certificates.js';
+import { endsWithVersion } from '../env/event-text.js';
 
 const SHUTDOWN_DELAY_MS = 2_000;
 const SHUTDOWN_TIMEOUT_MS = 15_000;
@@ -231,7 +232,7 @@ describe('shutdown of one replica', () => {
   async function configChangedTo(resourceVersion: string, set = SET): Promise<number> {
     const events = await core.listNamespacedEvent({ namespace: workloads, fieldSelector: `involvedObject.name=${set},reason=ConfigChanged` });
     return events.items
-      .filter((e: CoreV1Event) => e.message?.includes(`→ ${resourceVersion})`))
+      .filter((e: CoreV1Event) => endsWithVersion(e.message, resourceVersion))
       .reduce((sum, e) => sum + (e.count ?? 1), 0);
   }
 

@@ -5,6 +5,7 @@ import { printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env
 import { startRollguardFixture, type RollguardFixture } from '../env/rollguard-fixture.js';
 import { printProcessLogsOnFailure, startRollguardProcess } from '../env/rollguard-process.js';
 import { waitFor, waitUntil } from '../env/wait.js';
+import { endsWithVersion } from '../env/event-text.js';
 
 const { core, apps, kubeconfigPath } = testCluster();
 
@@ -65,7 +66,7 @@ describe('the UPDATE rule: no restart is silent', () => {
       return s.spec?.template.metadata?.annotations?.[annotationKey('ConfigMap', 'cfg-a')]?.endsWith(`/${changedTo}`) ? s : undefined;
     });
     expect(rolled.metadata?.generation).toBe(2);
-    await waitUntil('its Event', async () => (await eventsOf(ns, 'annotated', 'ConfigChanged')).some((e) => e.message?.includes(`→ ${changedTo})`)) || 'none yet');
+    await waitUntil('its Event', async () => (await eventsOf(ns, 'annotated', 'ConfigChanged')).some((e) => endsWithVersion(e.message, changedTo)) || 'none yet');
     expect(count(await eventsOf(ns, 'annotated', 'ConfigChanged'))).toBe(1);
   });
 
