@@ -238,6 +238,7 @@ describe('deploy manifests', () => {
       ['apps', 'statefulsets', ['list', 'watch', 'patch']],
       ['', 'pods', ['list', 'watch', 'delete']],
       ['', 'events', ['create', 'patch']],
+      ['', 'services', ['get']],
     ] as const) {
       for (const verb of verbs) expect(allows(clusterRules, group, resource, verb), `${verb} ${group}/${resource}`).toBe(true);
     }

@@ -89,7 +89,7 @@ function harness(initial: V1StatefulSet, pods: V1Pod[], opts: { health?: HealthR
         if (deleteError) throw Object.assign(new Error('delete failed'), deleteError);
         deletes.push({ name, preconditions });
       },
-      probeHealth: async (url) => {
+      probeHealth: async (_set, url) => {
         probes.push(url);
         return opts.health ?? { ok: true, detail: 'HTTP 200 OK' };
       },
