@@ -1,6 +1,7 @@
 import type { Operation } from 'fast-json-patch';
 import type { V1StatefulSet } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { policyDenial, REASON_WRITE_DENIED } from '../kube/policy-denial.js';
 import type { EventRecorder, EventSubject } from '../kube/events.js';
 import { splitObjectKey } from '../kube/informer.js';
 import type { TokenBucket } from '../kube/token-bucket.js';
@@ -168,6 +169,8 @@ export class Reconciler {
     try {
       patched = await deps.patchStatefulSet(namespace, name, annotationPatch(set, desired, changes));
     } catch (err) {
+      const denied = policyDenial(err);
+      if (denied) await deps.events.record(eventSubject(set, set), { type: 'Warning', reason: REASON_WRITE_DENIED, message: denied, action: PATCH_ACTION });
       const code = conflictCode(err);
       if (code !== undefined) {
         throw new ConflictError(

@@ -13,6 +13,7 @@ import {
   type PartitionEvent,
   type RolloutDecision,
 } from './decision.js';
+import { policyDenial, REASON_WRITE_DENIED } from '../kube/policy-denial.js';
 import type { HealthResult } from './health-probe.js';
 import { heldPartition, partitionPatch } from './hold.js';
 import { lastStepAt, lastStepOp } from './last-step.js';
@@ -328,6 +329,8 @@ export class RolloutReconciler {
       this.writtenFrom.set(key, resourceVersion);
       return patched;
     } catch (err) {
+      const denied = policyDenial(err);
+      if (denied) await this.record(set, { type: 'Warning', reason: REASON_WRITE_DENIED, message: denied, action: ACTION_UPDATE_PARTITION });
       if (isConflict(err)) {
         throw new RolloutConflictError(`StatefulSet ${key} changed since resourceVersion ${resourceVersion} (HTTP ${statusCode(err)}); deciding again`, { cause: err });
       }

@@ -15,12 +15,15 @@ import {
   type V1Deployment,
   type V1MutatingWebhookConfiguration,
   type V1Namespace,
+  type V1NetworkPolicy,
   type V1PodSpec,
   type V1PolicyRule,
   type V1Role,
   type V1RoleBinding,
   type V1Service,
   type V1StatefulSet,
+  type V1ValidatingAdmissionPolicy,
+  type V1ValidatingAdmissionPolicyBinding,
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseArgs, type Config } from '../../src/config.js';
@@ -356,6 +359,13 @@ describe('deploy manifests', () => {
     expect(only<V1MutatingWebhookConfiguration>(chart, 'MutatingWebhookConfiguration').webhooks).toEqual(
       only<V1MutatingWebhookConfiguration>(base, 'MutatingWebhookConfiguration').webhooks,
     );
+    for (const kind of ['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'] as const) {
+      const baseObjects = base.filter((o) => o.kind === kind);
+      expect(baseObjects.length, `the base ships ${kind}`).toBeGreaterThan(0);
+      for (const obj of baseObjects as (KubernetesObject & { spec: unknown })[]) {
+        expect(only<KubernetesObject & { spec: unknown }>(chart, kind, obj.metadata!.name).spec, `${kind} ${obj.metadata!.name}`).toEqual(obj.spec);
+      }
+    }
 
     const baseDeploy = only<V1Deployment>(base, 'Deployment');
     const chartDeploy = only<V1Deployment>(chart, 'Deployment');
@@ -380,6 +390,60 @@ describe('deploy manifests', () => {
     expect(podChoices(chartDeploy)).toEqual(podChoices(baseDeploy));
     expect(only<KubernetesObject & { spec: { minAvailable: number } }>(chart, 'PodDisruptionBudget').spec.minAvailable).toBe(1);
   });
+
+  it.each(['kustomize base', 'helm defaults', 'helm release "rg", one replica, no leader election'])(
+    '%s: the NetworkPolicy selects rollguard\'s pods, opens the webhook port to all and the admin port to the monitoring namespace only',
+    (name) => {
+      const objects = objectsOf(name);
+      const deploy = only<V1Deployment>(objects, 'Deployment');
+      const policy = only<V1NetworkPolicy>(objects, 'NetworkPolicy');
+      expect(policy.metadata!.namespace).toBe(deploy.metadata!.namespace);
+      expect(deploy.spec!.template.metadata!.labels).toMatchObject(policy.spec!.podSelector?.matchLabels ?? { none: 'selected' });
+      expect(policy.spec!.policyTypes).toEqual(['Ingress']);
+      // as YAML has it ("from"; the client's model calls it "_from")
+      const rules = policy.spec!.ingress as unknown as { from?: unknown[]; ports?: { port?: unknown }[] }[];
+      const ports = (rule: (typeof rules)[number]): unknown[] => (rule.ports ?? []).map((p) => p.port);
+      expect(rules.filter((r) => r.from === undefined).map(ports), 'open to all').toEqual([['webhook']]);
+      expect(rules.filter((r) => r.from !== undefined).map((r) => ({ ports: ports(r), from: r.from }))).toEqual([
+        {
+          ports: ['admin'],
+          from: [{ namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: ['monitoring'] }] } }],
+        },
+      ]);
+      const container = rollguardContainer(deploy);
+      for (const port of ['webhook', 'admin']) expect(container.ports!.some((p) => p.name === port), `container port ${port}`).toBe(true);
+    },
+  );
+
+  it('helm networkPolicy.enabled=false and fence.enabled=false leave the NetworkPolicy and the fence out', async () => {
+    const objects = parseManifests(await helmTemplate('rollguard', ['networkPolicy.enabled=false', 'fence.enabled=false'], OWN_NAMESPACE)(ctx), 'helm opt-outs');
+    expect(objects.filter((o) => ['NetworkPolicy', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'].includes(o.kind ?? ''))).toEqual([]);
+  });
+
+  it.each(['kustomize base', 'helm release "rg", one replica, no leader election'])(
+    '%s: the fence names this installation\'s service account, TLS Secret, Lease and webhook configuration',
+    (name) => {
+      const objects = objectsOf(name);
+      const deploy = only<V1Deployment>(objects, 'Deployment');
+      const config = rollguardConfig(deploy);
+      const account = `system:serviceaccount:${deploy.metadata!.namespace}:${deploy.spec!.template.spec!.serviceAccountName}`;
+      const policies = objects.filter((o) => o.kind === 'ValidatingAdmissionPolicy') as V1ValidatingAdmissionPolicy[];
+      expect(policies.length).toBe(4);
+      for (const policy of policies) {
+        expect(policy.spec!.matchConditions, policy.metadata!.name).toEqual([
+          { name: 'rollguard-service-account', expression: `request.userInfo.username == '${account}'` },
+        ]);
+        const bindings = objects.filter((o) => o.kind === 'ValidatingAdmissionPolicyBinding') as V1ValidatingAdmissionPolicyBinding[];
+        expect(bindings.filter((b) => b.spec!.policyName === policy.metadata!.name).map((b) => b.spec!.validationActions)).toEqual([['Deny']]);
+      }
+      const writes = JSON.stringify(policies.find((p) => p.metadata!.name!.endsWith('-fence-writes'))!.spec!.validations);
+      expect(writes).toContain(`request.name == '${config.tlsSecret}'`);
+      expect(writes).toContain(`request.name == '${config.leaseName}'`);
+      expect(writes).toContain(`request.namespace == '${config.namespace}'`);
+      const webhook = objects.find((o) => o.kind === 'MutatingWebhookConfiguration')?.metadata?.name ?? config.webhookConfiguration;
+      expect(writes).toContain(`request.name == '${webhook}'`);
+    },
+  );
 
   it('the Helm chart passes values through and leaves out what one replica without a lease does not need', () => {
     const objects = objectsOf('helm release "rg", one replica, no leader election');
