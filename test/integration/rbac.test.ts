@@ -261,37 +261,39 @@ describe('RBAC and fence of deploy/base', () => {
       body: { metadata: { name: 'loose' }, spec: { containers: [{ name: 'app', image: 'registry.example/app:1' }] } },
     });
     await waitFor('pod plain-0', () => core.readNamespacedPod({ name: 'plain-0', namespace: workloads }).catch(() => undefined));
-    const hooks = (await sa.admission.readMutatingWebhookConfiguration({ name: 'rollguard' })).webhooks!;
+    const hooks = (await kc.makeApiClient(AdmissionregistrationV1Api).readMutatingWebhookConfiguration({ name: 'rollguard' })).webhooks!;
 
-    const attempts: [string, string, () => Promise<unknown>][] = [
-      ['patch an image', 'rollguard-fence-statefulsets', patchSet([{ op: 'replace', path: '/spec/template/spec/containers/0/image', value: 'evil.example/x:1' }])],
-      ['add a container', 'rollguard-fence-statefulsets', patchSet([{ op: 'add', path: '/spec/template/spec/containers/-', value: { name: 'miner', image: 'evil.example/x:1' } }])],
-      ['change a template label', 'rollguard-fence-statefulsets', patchSet([{ op: 'add', path: '/spec/template/metadata/labels/extra', value: 'x' }])],
-      ['scale the set', 'rollguard-fence-statefulsets', patchSet([{ op: 'replace', path: '/spec/replicas', value: 5 }])],
-      ["rewrite the user's health URL", 'rollguard-fence-statefulsets', patchSet([{ op: 'add', path: '/metadata/annotations/rollguard.io~1health-url', value: 'http://169.254.169.254/' }])],
-      ['add a foreign template annotation', 'rollguard-fence-statefulsets', patchSet([{ op: 'add', path: '/spec/template/metadata/annotations/example.com~1x', value: '1' }])],
-      ['delete a pod of a set that did not opt in', 'rollguard-fence-pod-deletes', () => sa.core.deleteNamespacedPod({ name: 'plain-0', namespace: workloads })],
-      ['delete a pod no StatefulSet owns', 'rollguard-fence-writes', () => sa.core.deleteNamespacedPod({ name: 'loose', namespace: workloads })],
-      ['write another Secret', 'rollguard-fence-writes', () => sa.core.createNamespacedSecret({ namespace: ROLLGUARD_NAMESPACE, body: { metadata: { name: 'stolen' }, stringData: { k: 'v' } } })],
-      ['change the webhook rules', 'rollguard-fence-webhook-ca', () =>
+    const attempts: [what: string, policy: string, says: string, write: () => Promise<unknown>][] = [
+      ['patch an image', 'rollguard-fence-statefulsets', 'this write changes spec.template.spec', patchSet([{ op: 'replace', path: '/spec/template/spec/containers/0/image', value: 'evil.example/x:1' }])],
+      ['add a container', 'rollguard-fence-statefulsets', 'this write changes spec.template.spec', patchSet([{ op: 'add', path: '/spec/template/spec/containers/-', value: { name: 'miner', image: 'evil.example/x:1' } }])],
+      ['change a template label', 'rollguard-fence-statefulsets', 'this write changes spec.template.metadata.labels', patchSet([{ op: 'add', path: '/spec/template/metadata/labels/extra', value: 'x' }])],
+      ['scale the set', 'rollguard-fence-statefulsets', 'this write changes spec.replicas', patchSet([{ op: 'replace', path: '/spec/replicas', value: 5 }])],
+      ["rewrite the user's health URL", 'rollguard-fence-statefulsets', 'this write changes rollguard.io/health-url', patchSet([{ op: 'add', path: '/metadata/annotations', value: { 'rollguard.io/health-url': 'http://169.254.169.254/' } }])],
+      ['add a foreign template annotation', 'rollguard-fence-statefulsets', 'this write changes example.com/x', patchSet([{ op: 'add', path: '/spec/template/metadata/annotations/example.com~1x', value: '1' }])],
+      ['delete a pod of a set that did not opt in', 'rollguard-fence-pod-deletes', 'plain-0 belongs to plain', () => sa.core.deleteNamespacedPod({ name: 'plain-0', namespace: workloads })],
+      ['delete a pod no StatefulSet owns', 'rollguard-fence-writes', 'loose has no such owner', () => sa.core.deleteNamespacedPod({ name: 'loose', namespace: workloads })],
+      ['write another Secret', 'rollguard-fence-writes', `not ${ROLLGUARD_NAMESPACE}/stolen`, () => sa.core.createNamespacedSecret({ namespace: ROLLGUARD_NAMESPACE, body: { metadata: { name: 'stolen' }, stringData: { k: 'v' } } })],
+      ['change the webhook rules', 'rollguard-fence-webhook-ca', 'this write changes webhooks statefulsets.rollguard.io', () =>
         sa.admission.patchMutatingWebhookConfiguration({
           name: 'rollguard',
           body: [{ op: 'replace', path: '/webhooks/0/rules/0/resources', value: ['*'] }],
         })],
-      ['point the webhook elsewhere', 'rollguard-fence-webhook-ca', () =>
+      ['point the webhook elsewhere', 'rollguard-fence-webhook-ca', 'this write changes webhooks statefulsets.rollguard.io', () =>
         sa.admission.patchMutatingWebhookConfiguration({
           name: 'rollguard',
           body: [{ op: 'replace', path: '/webhooks/0/clientConfig', value: { ...hooks[0]!.clientConfig, url: 'https://evil.example/' } }],
         })],
     ];
     const outcomes: Record<string, string> = {};
-    for (const [what, policy, write] of attempts) {
+    for (const [what, policy, says, write] of attempts) {
       // the pod-deletes policy reads its StatefulSets from an informer of the API server: it may need a moment
       await waitUntil(`${what} to be denied by ${policy}`, async () => {
         const denied = await refusal(write);
         outcomes[what] = denied ?? 'allowed';
         return denied?.includes(`ValidatingAdmissionPolicy '${policy}'`) === true || `answer: ${outcomes[what]}`;
       }, { timeoutMs: 10_000 });
+      // the denial says what was wrong with the write
+      expect(outcomes[what], what).toContain(says);
     }
     for (const [what, message] of Object.entries(outcomes)) expect(message, what).toMatch(/^403 /);
     // the denials left everything as it was
