@@ -246,6 +246,7 @@ describe('RBAC and fence of deploy/base', () => {
       ['coordination.k8s.io/leases create', 'only the first replica ever creates the Lease; another test file may have'],
       ['/secrets create', 'only the first replica ever creates the TLS Secret; another test file may have'],
       ['/secrets update', 'a certificate renewal rewrites the TLS Secret (test/integration/tls-*.test.ts)'],
+      ['discovery.k8s.io/endpointslices list', 'replacing a compromised CA checks every replica (test/integration/tls-rotate-now.test.ts)'],
     ]);
     const unused = [...granted].filter((g) => !used.has(g) && !exercisedElsewhere.has(g)).sort();
     expect(unused, 'granted but never used: drop them from deploy/base/rbac.yaml').toEqual([]);
