@@ -43,6 +43,8 @@ const OWN_NAMESPACE = 'rollguard-system';
 // cert-manager's CRDs are not installed in the test API server, so its Issuers and
 // Certificates cannot be dry-run; every other object of the cert-manager renderings is.
 const CERT_MANAGER_API = /^cert-manager\.io\//;
+/** the namespace deploy/overlays/one-namespace watches */
+const ONE_NAMESPACE = 'apps';
 const run = promisify(execFile);
 
 type Objects = KubernetesObject[];
@@ -83,9 +85,14 @@ const RENDERINGS: Rendering[] = [
   { name: 'kustomize base', render: kustomize('base') },
   { name: 'kustomize no-webhook', render: kustomize('overlays/no-webhook') },
   { name: 'kustomize cert-manager', render: kustomize('overlays/cert-manager') },
+  { name: 'kustomize one-namespace', render: kustomize('overlays/one-namespace') },
   { name: 'helm defaults', render: helmTemplate('rollguard', [], OWN_NAMESPACE) },
   { name: 'helm webhook.enabled=false', render: helmTemplate('rollguard', ['webhook.enabled=false'], OWN_NAMESPACE) },
   { name: 'helm tls.certManager.enabled=true', render: helmTemplate('rollguard', ['tls.certManager.enabled=true'], OWN_NAMESPACE) },
+  {
+    name: 'helm rbac.scope=namespaces',
+    render: (ctx) => helmTemplate('rollguard', ['rbac.scope=namespaces', `rbac.namespaces={${ctx.namespace},${ONE_NAMESPACE}}`], OWN_NAMESPACE)(ctx),
+  },
   {
     // another release name and namespace: every name that points at another object must follow
     name: 'helm release "rg", one replica, no leader election',
@@ -123,6 +130,9 @@ describe('deploy manifests', () => {
       body: { metadata: { name: restricted, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } },
     });
     for (const r of RENDERINGS) rendered.set(r.name, parseManifests(await r.render(ctx), r.name));
+    await core.createNamespace({ body: { metadata: { name: ONE_NAMESPACE } } }).catch((err: unknown) => {
+      if (!(err instanceof ApiException && err.code === 409)) throw err;
+    });
 
     // Namespaced objects can only be dry-run into a namespace that exists. Created for
     // real from the base and left in place: other test files may deploy into it.
@@ -226,6 +236,7 @@ describe('deploy manifests', () => {
     const namespace = deploy.metadata!.namespace!;
     const clusterRules = rulesFor(objects, deploy, 'cluster');
     const ownRules = rulesFor(objects, deploy, namespace);
+    const namespaced = config.watchNamespaces.length > 0 && !clusterRules.some((r) => r.resources?.includes('statefulsets'));
     const allows = (rules: V1PolicyRule[], group: string, resource: string, verb: string, resourceName?: string): boolean =>
       rules.some(
         (r) =>
@@ -243,7 +254,11 @@ describe('deploy manifests', () => {
       ['', 'events', ['create', 'patch']],
       ['', 'services', ['get']],
     ] as const) {
-      for (const verb of verbs) expect(allows(clusterRules, group, resource, verb), `${verb} ${group}/${resource}`).toBe(true);
+      for (const scope of namespaced ? config.watchNamespaces : ['cluster']) {
+        const rules = scope === 'cluster' ? clusterRules : rulesFor(objects, deploy, scope);
+        for (const verb of verbs) expect(allows(rules, group, resource, verb), `${verb} ${group}/${resource} in ${scope}`).toBe(true);
+      }
+      if (namespaced) expect(clusterRules.some((r) => r.resources?.includes(resource)), `no cluster-wide ${resource}`).toBe(false);
     }
 
     const mwc = 'mutatingwebhookconfigurations';
@@ -447,6 +462,38 @@ describe('deploy manifests', () => {
       expect(writes).toContain(`variables.objectName == '${webhook}'`);
     },
   );
+
+  it.each(['kustomize one-namespace', 'helm rbac.scope=namespaces'])(
+    '%s: rights, --watch-namespaces and the webhook namespaceSelector name the same namespaces',
+    (name) => {
+      const objects = objectsOf(name);
+      const deploy = only<V1Deployment>(objects, 'Deployment');
+      const config = rollguardConfig(deploy);
+      expect(config.watchNamespaces.length).toBeGreaterThan(0);
+      const clusterWide = rulesFor(objects, deploy, 'cluster').flatMap((r) => r.resources ?? []);
+      expect(clusterWide.sort()).toEqual(['mutatingwebhookconfigurations', 'mutatingwebhookconfigurations']);
+      const hook = only<V1MutatingWebhookConfiguration>(objects, 'MutatingWebhookConfiguration').webhooks![0]!;
+      expect(hook.namespaceSelector?.matchExpressions).toEqual([{ key: 'kubernetes.io/metadata.name', operator: 'In', values: config.watchNamespaces }]);
+      // the same rules as the base's ClusterRole, in each namespace
+      const base = only<V1ClusterRole>(objectsOf('kustomize base'), 'ClusterRole', 'rollguard');
+      for (const ns of config.watchNamespaces) expect(rulesFor(objects, deploy, ns), ns).toEqual(base.rules);
+      // its own namespace gets what it writes there: the Events of a certificate rotation
+      expect(rulesFor(objects, deploy, deploy.metadata!.namespace!).some((r) => r.resources?.includes('events') && r.verbs.includes('create'))).toBe(true);
+    },
+  );
+
+  it('the Helm chart refuses rbac.scope=namespaces without namespaces, and an unknown scope', async () => {
+    for (const [values, message] of [
+      [['rbac.scope=namespaces'], 'rbac.scope=namespaces needs rbac.namespaces'],
+      [['rbac.scope=everything'], 'rbac.scope must be cluster or namespaces'],
+    ] as const) {
+      const failure = await helmTemplate('rollguard', [...values], OWN_NAMESPACE)(ctx).then(
+        () => 'rendered',
+        (err: unknown) => String(err),
+      );
+      expect(failure).toContain(message);
+    }
+  });
 
   it('the Helm chart passes values through and leaves out what one replica without a lease does not need', () => {
     const objects = objectsOf('helm release "rg", one replica, no leader election');
