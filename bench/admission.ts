@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import Fastify from 'fastify';
 import { pino } from 'pino';
 import { createMetrics } from '../src/metrics.js';
-import { createAdmissionHandler } from '../src/restarter/admission-handler.js';
+import { createAdmissionHandler } from '../src/admission/handler.js';
 import type { ObjectVersion } from '../src/restarter/annotations.js';
 import { createWebhookServer } from '../src/server/webhook-server.js';
 import { staticCertificateSource } from '../test/env/static-certificate-source.js';
@@ -87,7 +87,7 @@ async function serveInChild(): Promise<void> {
     port: 0,
     certificates: staticCertificateSource({ ...pair, caPem: ca.certPem }),
     handler: createAdmissionHandler({ cachesSynced: () => true, lookup: () => version, metrics }),
-    isReady: () => true,
+    readiness: () => ({ ready: true, reasons: [] }),
     logger,
     metrics,
     ...(process.env.BENCH_MAX_REQUESTS_PER_CONNECTION ? { maxRequestsPerConnection: Number(process.env.BENCH_MAX_REQUESTS_PER_CONNECTION) } : {}),

@@ -190,7 +190,7 @@ async function inProcess(): Promise<void> {
     port: 0,
     certificates: source,
     handler: trivialHandler,
-    isReady: () => true,
+    readiness: () => ({ ready: true, reasons: [] }),
     logger: pino({ level: 'warn' }),
     metrics: createMetrics(new Registry()),
   });
@@ -289,7 +289,7 @@ async function throughSecret(): Promise<void> {
     port: 0,
     certificates: source,
     handler: trivialHandler,
-    isReady: () => source.ready(),
+    readiness: () => ({ ready: source.ready(), reasons: source.ready() ? [] : ['certificate not loaded'] }),
     logger: pino({ level: 'warn' }),
     metrics: createMetrics(new Registry()),
   });

@@ -13,7 +13,7 @@ import { pino } from 'pino';
 import type { Config } from './config.js';
 import { createLogger } from './logger.js';
 import { startRollguard } from './main.js';
-import { statusCode } from './kube/leader-election.js';
+import { statusCode } from './kube/api-status.js';
 import { ANNOTATION_PREFIX, ENABLED_LABEL } from './restarter/annotations.js';
 
 const DEMO_NAMESPACE = 'demo';

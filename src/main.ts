@@ -7,12 +7,14 @@ import { LeaderElector } from './kube/leader-election.js';
 import { createLogger } from './logger.js';
 import { Manager, type Runnable } from './manager.js';
 import { createMetrics } from './metrics.js';
-import { createAdmissionHandler } from './restarter/admission-handler.js';
+import { createAdmissionHandler } from './admission/handler.js';
+import { holdPartitionMutator } from './admission/partition-hold-mutator.js';
 import { EventRecorder } from './kube/events.js';
 import { createRestarterController } from './restarter/controller.js';
-import { holdPartitionMutator } from './rollout/admission-mutator.js';
-import { createRolloutController, type RolloutSummary } from './rollout/controller.js';
+import { createRolloutController } from './rollout/controller.js';
 import { AdminServer } from './server/admin-server.js';
+import { readiness, type Readiness } from './server/readiness.js';
+import { rollguardStatus, type RollguardStatus } from './server/status.js';
 import { createWebhookServer } from './server/webhook-server.js';
 import { createCertificateSource } from './tls/certificate-source.js';
 import { VERSION } from './version.js';
@@ -31,21 +33,6 @@ export interface RunningRollguard {
   shutdown(): Promise<void>;
   /** Stops at once, without the drain delay (tests, dev mode). */
   stop(): Promise<void>;
-}
-
-export interface RollguardStatus {
-  version: string;
-  identity: string;
-  shutting_down: boolean;
-  ready: boolean;
-  not_ready_reasons: string[];
-  admission: { in_flight: number };
-  reconcile: { in_flight: number; queued: number };
-  leader: { enabled: boolean; leader: boolean; holder?: string };
-  caches: Record<string, { synced: boolean; objects: number }>;
-  certificate: { source: string; not_after?: string; ca_not_after?: string };
-  /** health-gated rollouts in progress (known on the leader) */
-  rollouts: RolloutSummary[];
 }
 
 /** rollguard's own namespace: the flag, else the pod's (downward API or service account), else rollguard-system. */
@@ -75,6 +62,8 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     namespaces,
     debounceMs: config.debounce,
     maxRestartsPerSecond: config.maxRestartsPerSecond,
+    minRestartIntervalMs: config.minRestartInterval,
+    watchIdleTimeoutMs: config.watchIdleTimeout,
     workers: config.workers,
     resyncPeriodMs: config.resyncPeriod,
     logger,
@@ -111,15 +100,9 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     keyBits: config.keyBits,
   });
 
-  const notReadyReasons = (): string[] => {
-    const reasons: string[] = [];
-    if (!started) reasons.push('starting: the webhook server is not listening yet');
-    if (shuttingDown) reasons.push('shutting down');
-    if (!certificates.ready()) reasons.push('certificate not loaded or caBundle without its CA');
-    if (!restarter.cachesSynced()) reasons.push('caches not synced');
-    return reasons;
-  };
-  const ready = (): boolean => notReadyReasons().length === 0;
+  const currentReadiness = (): Readiness =>
+    readiness({ listening: started, shuttingDown, certificateReady: certificates.ready(), cachesSynced: restarter.cachesSynced() });
+  const ready = (): boolean => currentReadiness().ready;
 
   const webhook = createWebhookServer({
     host: config.webhookHost,
@@ -130,13 +113,16 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       lookup: restarter.lookup,
       mutators: [holdPartitionMutator],
       metrics,
+      logger: logger.child({ component: 'admission' }),
     }),
-    isReady: ready,
+    readiness: currentReadiness,
     logger: logger.child({ server: 'webhook' }),
     metrics,
   });
 
+  // the controllers run only while this replica leads; each term starts them in order, stops them in reverse
   const leaderRunnables: Runnable[] = [restarter.workers, rollouts];
+  let term: Manager | undefined;
   const elector = config.leaderElection
     ? new LeaderElector({
         kubeConfig,
@@ -149,33 +135,31 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
         logger,
         onStartedLeading: async (signal) => {
           metrics.leader.set(1);
-          for (const r of leaderRunnables) await r.start(signal);
+          const current = new Manager(leaderRunnables, logger);
+          term = current;
+          signal.addEventListener('abort', () => void current.stop(), { once: true });
+          await current.start();
         },
         onStoppedLeading: async () => {
-          for (const r of [...leaderRunnables].reverse()) await r.stopped();
+          await term?.stop();
           metrics.leader.set(0);
         },
       })
     : undefined;
 
-  const status = (): RollguardStatus => {
-    const r = restarter.status();
-    const leader = elector?.status();
-    const cert = certificates.status();
-    return {
+  const status = (): RollguardStatus =>
+    rollguardStatus({
       version: VERSION,
       identity,
-      shutting_down: shuttingDown,
-      ready: ready(),
-      not_ready_reasons: notReadyReasons(),
-      admission: { in_flight: webhook.inFlight() },
-      reconcile: { in_flight: r.inFlight, queued: r.queued },
-      leader: { enabled: elector !== undefined, leader: leader ? leader.leader : true, holder: leader ? leader.holder : identity },
-      caches: r.cache,
-      certificate: { source: cert.source, not_after: cert.notAfter, ca_not_after: cert.caNotAfter },
-      rollouts: rollouts.status().rollouts,
-    };
-  };
+      shuttingDown: () => shuttingDown,
+      readiness: currentReadiness,
+      admissionInFlight: () => webhook.inFlight(),
+      controllers: () => [restarter.workers.status(), rollouts.controllerStatus()],
+      leader: () => elector?.status(),
+      caches: () => restarter.status().cache,
+      certificate: () => certificates.status(),
+      rollouts: () => rollouts.status().rollouts,
+    });
 
   const admin = new AdminServer({
     host: config.adminHost,
@@ -184,7 +168,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     registry: metrics.registry,
     status,
     live: () => true,
-    ready: () => ({ ready: ready(), reasons: notReadyReasons() }),
+    ready: currentReadiness,
   });
 
   // started in this order, stopped in reverse: the webhook stops first, the admin server last

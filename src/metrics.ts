@@ -6,6 +6,8 @@ const RECONCILE_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 
 
 /** Every metric rollguard exports, on one registry; each part is handed the ones it moves. */
 export function createMetrics(registry = new Registry()) {
+  // read when scraped: how long ago each cache last heard from the API server
+  const cacheAges = new Map<string, () => number | undefined>();
   // process_cpu_seconds_total becomes rollguard_process_cpu_seconds_total, and so on
   collectDefaultMetrics({ register: registry, prefix: 'rollguard_' });
   const r = [registry];
@@ -20,7 +22,7 @@ export function createMetrics(registry = new Registry()) {
     }),
     admissionReviews: new Counter({
       name: 'rollguard_admission_reviews_total',
-      help: 'Admission reviews answered, by result (patched, unchanged, not_synced, skipped, invalid)',
+      help: 'Admission reviews answered, by result (patched, unchanged, not_synced, invalid, error)',
       labelNames: ['result'],
       registers: r,
     }),
@@ -41,21 +43,28 @@ export function createMetrics(registry = new Registry()) {
       labelNames: ['kind'],
       registers: r,
     }),
+    restartsDeferred: new Counter({
+      name: 'rollguard_restarts_deferred_total',
+      help: 'Restarts held back by the per-set restart floor (--min-restart-interval); the last change still rolls when it passes',
+      registers: r,
+    }),
     reconcileDuration: new Histogram({
       name: 'rollguard_reconcile_duration_seconds',
-      help: 'Time of one StatefulSet reconcile',
+      help: 'Time of one reconcile, by controller (restarter, rollout)',
+      labelNames: ['controller'],
       buckets: RECONCILE_BUCKETS,
       registers: r,
     }),
     reconcileErrors: new Counter({
       name: 'rollguard_reconcile_errors_total',
-      help: 'Reconciles that failed and were requeued',
+      help: 'Reconciles that failed and were requeued, by controller (write conflicts excluded)',
+      labelNames: ['controller'],
       registers: r,
     }),
     queueDepth: new Gauge({
       name: 'rollguard_workqueue_depth',
-      help: 'StatefulSets waiting in the work queue',
-      labelNames: ['queue'],
+      help: 'Keys waiting in the work queue, by controller',
+      labelNames: ['controller'],
       registers: r,
     }),
     cachedObjects: new Gauge({
@@ -64,6 +73,22 @@ export function createMetrics(registry = new Registry()) {
       labelNames: ['kind'],
       registers: r,
     }),
+    cacheLastEventAge: new Gauge({
+      name: 'rollguard_cache_last_event_age_seconds',
+      help: 'Seconds since each cache last heard from the API server (list, event or bookmark); a watch silent for two bookmark intervals is restarted',
+      labelNames: ['kind'],
+      registers: r,
+      collect() {
+        for (const [kind, age] of cacheAges) {
+          const seconds = age();
+          if (seconds !== undefined) this.set({ kind }, seconds);
+        }
+      },
+    }),
+    /** Registers the age source of one cache, by kind (a closed set: ConfigMap, Secret, StatefulSet, Pod). */
+    watchCacheAge(kind: 'ConfigMap' | 'Secret' | 'StatefulSet' | 'Pod', age: () => number | undefined): void {
+      cacheAges.set(kind, age);
+    },
     leader: new Gauge({
       name: 'rollguard_leader',
       help: '1 while this replica holds the leader lease',

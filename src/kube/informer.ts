@@ -68,6 +68,13 @@ export class Informer<T> implements Runnable {
     });
   }
 
+  /** Seconds since the quietest reflector last heard from the API server (list, event or bookmark); undefined before the first list. */
+  lastEventAgeSeconds(now = Date.now()): number | undefined {
+    let oldest = Infinity;
+    for (const reflector of this.reflectors.values()) oldest = Math.min(oldest, reflector.lastEventTime());
+    return oldest === 0 || oldest === Infinity ? undefined : Math.max(0, (now - oldest) / 1000);
+  }
+
   /** Whether objects of this namespace are listed and watched at all. */
   covers(namespace: string): boolean {
     return this.reflectors.has(undefined) || this.reflectors.has(namespace);

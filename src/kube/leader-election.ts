@@ -10,6 +10,7 @@ import {
 import type { Logger } from 'pino';
 import type { Runnable } from '../manager.js';
 import { abortableDelay } from './abortable-delay.js';
+import { errorText, statusCode } from './api-status.js';
 
 export interface LeaderElectionOptions {
   kubeConfig: KubeConfig;
@@ -204,11 +205,3 @@ function requestOptions(timeoutMs: number): RequestOptions {
   return { middleware: [abortAfterTimeout], middlewareMergeStrategy: 'append' };
 }
 
-export function statusCode(err: unknown): number | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'number' ? code : undefined;
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}

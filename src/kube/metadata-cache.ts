@@ -165,6 +165,7 @@ export function createMetadataCache(opts: {
   namespaces: string[] | undefined;
   ignoreLabel: string;
   logger: Logger;
+  watchIdleTimeoutMs?: number;
 }): MetadataCache {
   const store = new MetadataStore();
   const informer = new Informer<MetadataItem>({
@@ -176,6 +177,7 @@ export function createMetadataCache(opts: {
     decode: (raw) => decodeMetadata(raw, opts.ignoreLabel),
     store,
     logger: opts.logger,
+    watchIdleTimeoutMs: opts.watchIdleTimeoutMs,
   });
   return { informer, store };
 }

@@ -14,10 +14,15 @@ const LIST_PAGE_TIMEOUT_MS = 60_000;
 const WATCH_TIMEOUT_MIN_SECONDS = 300;
 const WATCH_TIMEOUT_SPREAD_SECONDS = 300;
 /**
- * With bookmarks the API server sends something about once a minute, and it ends the watch at
- * its timeoutSeconds; silence past that (plus slack) means the connection is dead.
+ * Without bookmarks a quiet watch may be silent until the API server ends it at its
+ * timeoutSeconds; silence past that (plus slack) means the connection is dead.
  */
 const WATCH_IDLE_SLACK_MS = 30_000;
+/**
+ * With bookmarks the API server sends one about once a minute on every watch (its watch cache
+ * does; a server with the watch cache off sends none): two intervals of silence mean dead.
+ */
+export const DEFAULT_WATCH_IDLE_TIMEOUT_MS = 2 * 60_000;
 /** A watch that ends sooner than this without a single event counts as a failure, so it cannot spin. */
 const WATCH_MIN_HEALTHY_MS = 1_000;
 /** Retry delays after a failed list or watch: doubled per failure, capped, with jitter. */
@@ -67,8 +72,20 @@ export interface ReflectorOptions<T> {
   retryMaxMs?: number;
   /** A fixed watch timeout instead of the spread 5 to 10 minutes, for a watch that must notice a dead connection sooner. */
   watchTimeoutSeconds?: number;
-  /** Silence allowed past the watch timeout before the connection counts as dead. */
+  /** Silence allowed past the watch timeout before the connection counts as dead, on a server that sends no bookmarks. */
   watchIdleSlackMs?: number;
+  /** Silence that marks a watch dead once the server has shown it sends bookmarks. */
+  watchIdleTimeoutMs?: number;
+}
+
+/**
+ * How long a watch may stay silent before it counts as dead: two bookmark intervals once the
+ * server has sent a bookmark, else until the server would have ended it (plus slack), so that a
+ * server that sends no bookmarks does not make every quiet watch look dead.
+ */
+export function watchIdleLimitMs(opts: { bookmarksSeen: boolean; timeoutSeconds: number; slackMs: number; idleTimeoutMs: number }): number {
+  const untilServerEnds = opts.timeoutSeconds * 1000 + opts.slackMs;
+  return opts.bookmarksSeen ? Math.min(opts.idleTimeoutMs, untilServerEnds) : untilServerEnds;
 }
 
 /** The delay before retry number `failures` (1-based). */
@@ -105,6 +122,8 @@ class WatchIdleError extends Error {}
 export class Reflector<T> {
   private lastResourceVersion = '';
   private listed = false;
+  private bookmarksSeen = false;
+  private lastEventAt = 0;
   private running: Promise<void> | undefined;
   private active = false;
   private latestError: unknown;
@@ -123,6 +142,11 @@ export class Reflector<T> {
   /** The newest resourceVersion the store reflects (from a list, an event or a bookmark). */
   resourceVersion(): string {
     return this.lastResourceVersion;
+  }
+
+  /** When the last list, event or bookmark arrived (ms since the epoch); 0 before the first list. */
+  lastEventTime(): number {
+    return this.lastEventAt;
   }
 
   /** The error of the latest failed list or watch, for telling why it has not synced; undefined before any failed. */
@@ -213,6 +237,7 @@ export class Reflector<T> {
     if (!resourceVersion) throw new Error(`list of ${this.what} carries no resourceVersion`);
     store.replace(items, namespace);
     this.lastResourceVersion = resourceVersion;
+    this.lastEventAt = Date.now();
     if (!this.listed) {
       this.listed = true;
       logger.info({ resource: this.what, objects: items.length }, 'synced');
@@ -235,10 +260,18 @@ export class Reflector<T> {
     const path = `${resourceUrlPath(resource, namespace)}?${query}`;
 
     const idle = new AbortController();
-    const idleMs = timeoutSeconds * 1000 + (this.opts.watchIdleSlackMs ?? WATCH_IDLE_SLACK_MS);
+    const idleLimit = (): number =>
+      watchIdleLimitMs({
+        bookmarksSeen: this.bookmarksSeen,
+        timeoutSeconds,
+        slackMs: this.opts.watchIdleSlackMs ?? WATCH_IDLE_SLACK_MS,
+        idleTimeoutMs: this.opts.watchIdleTimeoutMs ?? DEFAULT_WATCH_IDLE_TIMEOUT_MS,
+      });
+    let idleMs = idleLimit();
     let idleTimer = setTimeout(() => idle.abort(), idleMs);
     const touch = (): void => {
       clearTimeout(idleTimer);
+      idleMs = idleLimit();
       idleTimer = setTimeout(() => idle.abort(), idleMs);
     };
     let events = 0;
@@ -247,7 +280,6 @@ export class Reflector<T> {
       res.setEncoding('utf8');
       let pending = '';
       for await (const chunk of res as AsyncIterable<string>) {
-        touch();
         pending += chunk;
         let newline = pending.indexOf('\n');
         while (newline >= 0) {
@@ -258,6 +290,7 @@ export class Reflector<T> {
           this.handleEvent(path, line);
           events++;
         }
+        touch();
       }
       return events;
     } catch (err) {
@@ -298,6 +331,7 @@ export class Reflector<T> {
         break;
       }
       case 'BOOKMARK':
+        this.bookmarksSeen = true;
         break;
       case 'ERROR': {
         const status = object as { code?: unknown; reason?: unknown; message?: unknown } | undefined;
@@ -314,6 +348,7 @@ export class Reflector<T> {
     }
     const rv = resourceVersionOf(object);
     if (rv) this.lastResourceVersion = rv;
+    this.lastEventAt = Date.now();
   }
 
   /** An unreadable object is skipped, not retried: the watch would replay it forever. */

@@ -28,6 +28,7 @@ export function createStatefulSetCache(opts: {
   namespaces: string[] | undefined;
   labelSelector: string;
   logger: Logger;
+  watchIdleTimeoutMs?: number;
 }): StatefulSetCache {
   const store = new ObjectStore<V1StatefulSet>();
   const informer = new Informer<V1StatefulSet>({
@@ -40,6 +41,7 @@ export function createStatefulSetCache(opts: {
     decode: decodeStatefulSet,
     store,
     logger: opts.logger,
+    watchIdleTimeoutMs: opts.watchIdleTimeoutMs,
   });
   return { informer, store };
 }

@@ -43,6 +43,15 @@ export class WorkQueue {
     this.reportDepth();
   }
 
+  /**
+   * Adds `key` unless it already waits for a delayed add (a debounce window, a backoff): a
+   * periodic pass over every key must not cut those short.
+   */
+  addUnlessWaiting(key: string): void {
+    if (this.delayed.has(key)) return;
+    this.add(key);
+  }
+
   /** Adds `key` once `delayMs` has passed; an earlier pending add of the key wins. */
   addAfter(key: string, delayMs: number): void {
     if (this.shuttingDown) return;

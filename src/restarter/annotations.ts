@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { V1ObjectMeta, V1PodTemplateSpec } from '@kubernetes/client-node';
 import { referencedObjects, type ObjectKind } from './references.js';
+import { ABSENT, numericResourceVersion, replaces } from './versions.js';
 
 /** Label on a StatefulSet that opts it in; value "true". */
 export const ENABLED_LABEL = 'rollguard.io/enabled';
@@ -15,8 +16,26 @@ export const ANNOTATION_PREFIX: Record<ObjectKind, string> = {
   Secret: 'secret.rollguard.io/',
 };
 
-/** Value for a referenced object that does not exist. */
-export const ABSENT = 'absent';
+export { ABSENT } from './versions.js';
+/**
+ * Annotation on a workload (outside its pod template, so writing it rolls nothing): the
+ * references whose object is labelled ignore, as `Kind/name`, comma-separated. Their template
+ * annotations stay frozen at their last value, also once the object is deleted, when no cache
+ * can tell any more that it was ignored. Only the reconcile loop writes it.
+ */
+export const FROZEN_ANNOTATION = 'rollguard.io/frozen';
+/**
+ * Annotation on a workload that the webhook writes when it folds a version bump into an owner's
+ * template change (one rollout instead of two): what changed, in words. Admission has no side
+ * effects, so the leader turns it into the Event and removes it.
+ */
+export const RESTART_REASON_ANNOTATION = 'rollguard.io/restart-reason';
+/**
+ * Annotation on a workload (outside its template): when rollguard's loop last patched its
+ * template, RFC 3339. The restart floor counts from it, so a restart or a leader change of
+ * rollguard keeps it; and the webhook knows the loop's own writes by it.
+ */
+export const LAST_RESTART_ANNOTATION = 'rollguard.io/last-restart-at';
 
 export interface ObjectVersion {
   uid: string;
@@ -100,45 +119,129 @@ function ignoredNames(annotations: Record<string, string> | undefined, key: stri
   return names;
 }
 
-/**
- * The annotations the set's pod template should carry: one per tracked reference,
- * `<uid>/<resourceVersion>` of the object or ABSENT when it does not exist.
- */
-export function desiredAnnotations(
-  set: { metadata?: V1ObjectMeta; spec?: { template?: V1PodTemplateSpec } },
-  lookup: VersionLookup,
-): DesiredAnnotation[] {
-  const namespace = set.metadata?.namespace ?? '';
-  const annotations = set.metadata?.annotations;
-  const ignored: Record<ObjectKind, Set<string>> = {
-    ConfigMap: ignoredNames(annotations, IGNORE_CONFIGMAPS_ANNOTATION),
-    Secret: ignoredNames(annotations, IGNORE_SECRETS_ANNOTATION),
-  };
+/** What the planner reads of one workload and the caches. */
+export interface PlanInput {
+  namespace: string;
+  /** The workload's own annotations: opt-outs, frozen references. */
+  annotations: Record<string, string> | undefined;
+  template: V1PodTemplateSpec | undefined;
+  /** The rollguard values stored now (the template's, or on an UPDATE the old object's). */
+  stored: Record<string, string> | undefined;
+  /** The resourceVersion of the object that holds `stored`. */
+  storedAt?: string;
+  lookup: VersionLookup;
+  /** How far the cache of `kind` has seen, in this namespace; omitted: the lookup is authoritative. */
+  cacheProgress?: (kind: ObjectKind) => string;
+}
 
-  const current = set.spec?.template?.metadata?.annotations ?? {};
-  const desired: DesiredAnnotation[] = [];
-  for (const { kind, name } of referencedObjects(set.spec?.template)) {
-    if (ignored[kind].has(name)) continue;
-    const version = lookup(kind, namespace, name);
-    if (version?.ignored) continue;
-    const key = annotationKey(kind, name);
-    const value = version ? `${version.uid}/${version.resourceVersion}` : ABSENT;
-    desired.push({ key, kind, name, value: newerOf(value, current[key]) });
-  }
-  return desired;
+/** A reference whose cached version is older than the stored one: a lagging cache, or a stored value from the future. */
+export interface HeldBack {
+  key: string;
+  kind: ObjectKind;
+  name: string;
+  stored: string;
+  candidate: string;
+}
+
+export interface AnnotationPlan {
+  desired: DesiredAnnotation[];
+  heldBack: HeldBack[];
+  /** FROZEN_ANNOTATION's entries as they should be, sorted. */
+  frozen: string[];
+}
+
+export function frozenEntry(kind: ObjectKind, name: string): string {
+  return `${kind}/${name}`;
+}
+
+function frozenEntries(annotations: Record<string, string> | undefined): Set<string> {
+  return new Set((annotations?.[FROZEN_ANNOTATION] ?? '').split(',').map((e) => e.trim()).filter((e) => e !== ''));
+}
+
+function ownValue(map: Record<string, string> | undefined, key: string): string | undefined {
+  return map && Object.hasOwn(map, key) && typeof map[key] === 'string' ? map[key] : undefined;
 }
 
 /**
- * A replica whose cache lags behind another's must not move an annotation back to an older
- * version of the same object: that would roll the set twice (back, then forward again).
- * resourceVersions of one object are etcd revisions, so a larger one is newer.
+ * The annotations the workload's pod template should carry, one per tracked reference:
+ * `<uid>/<resourceVersion>` of the object, or ABSENT when it does not exist. Never a value older
+ * than the stored one (see `replaces`): a candidate refused as older is held back, the stored
+ * value kept. An opted-out reference (ignore label, ignore-* annotation) keeps its stored value,
+ * frozen, so that opting out restarts nothing; without a stored value it is not tracked.
  */
-function newerOf(cached: string, current: string | undefined): string {
-  if (current === undefined || cached === ABSENT) return cached;
-  const [uid, rv] = cached.split('/');
-  const [curUid, curRv] = current.split('/');
-  if (uid !== curUid || !rv || !curRv || !/^\d+$/.test(rv) || !/^\d+$/.test(curRv)) return cached;
-  return BigInt(curRv) > BigInt(rv) ? current : cached;
+export function planAnnotations(input: PlanInput): AnnotationPlan {
+  const ignored: Record<ObjectKind, Set<string>> = {
+    ConfigMap: ignoredNames(input.annotations, IGNORE_CONFIGMAPS_ANNOTATION),
+    Secret: ignoredNames(input.annotations, IGNORE_SECRETS_ANNOTATION),
+  };
+  const wasFrozen = frozenEntries(input.annotations);
+  const storedAt = numericResourceVersion(input.storedAt);
+  const desired: DesiredAnnotation[] = [];
+  const heldBack: HeldBack[] = [];
+  const frozen: string[] = [];
+  for (const { kind, name } of referencedObjects(input.template)) {
+    const key = annotationKey(kind, name);
+    const stored = ownValue(input.stored, key);
+    const version = input.lookup(kind, input.namespace, name);
+    const entry = frozenEntry(kind, name);
+    // a frozen reference whose object is gone stays frozen: no cache can tell it was ignored
+    const labelIgnored = version?.ignored === true || (version === undefined && wasFrozen.has(entry));
+    if (ignored[kind].has(name) || labelIgnored) {
+      if (stored === undefined) continue;
+      if (labelIgnored) frozen.push(entry);
+      desired.push({ key, kind, name, value: stored });
+      continue;
+    }
+    const candidate = version ? `${version.uid}/${version.resourceVersion}` : ABSENT;
+    if (stored === undefined || stored === candidate) {
+      desired.push({ key, kind, name, value: candidate });
+      continue;
+    }
+    const progress = input.cacheProgress ? numericResourceVersion(input.cacheProgress(kind)) ?? 0n : undefined;
+    if (replaces(candidate, stored, { cacheProgress: progress, storedAt })) {
+      desired.push({ key, kind, name, value: candidate });
+    } else {
+      desired.push({ key, kind, name, value: stored });
+      heldBack.push({ key, kind, name, stored, candidate });
+    }
+  }
+  return { desired, heldBack, frozen: frozen.sort() };
+}
+
+/** planAnnotations for a workload as it is stored: its template holds the stored values. */
+export function desiredAnnotations(
+  set: { metadata?: V1ObjectMeta; spec?: { template?: V1PodTemplateSpec } },
+  lookup: VersionLookup,
+  cacheProgress?: (kind: ObjectKind) => string,
+): DesiredAnnotation[] {
+  return planAnnotations({
+    namespace: set.metadata?.namespace ?? '',
+    annotations: set.metadata?.annotations,
+    template: set.spec?.template,
+    stored: set.spec?.template?.metadata?.annotations,
+    storedAt: set.metadata?.resourceVersion,
+    lookup,
+    cacheProgress,
+  }).desired;
+}
+
+/** The template without rollguard's own annotations: what the owner wrote. */
+export function templateBesidesRollguard(template: V1PodTemplateSpec | null | undefined): unknown {
+  if (!template) return template;
+  const annotations = template.metadata?.annotations;
+  if (!annotations) return template;
+  const others = Object.fromEntries(Object.entries(annotations).filter(([key]) => !isRollguardAnnotation(key)));
+  return { ...template, metadata: { ...template.metadata, annotations: others } };
+}
+
+/** The rollguard annotations of a stored template, as desired annotations: what restoring them writes. */
+export function storedAnnotations(stored: Record<string, string> | null | undefined): DesiredAnnotation[] {
+  const desired: DesiredAnnotation[] = [];
+  for (const [key, value] of Object.entries(stored ?? {})) {
+    const target = annotationTarget(key);
+    if (target && typeof value === 'string') desired.push({ key, kind: target.kind, name: target.name ?? key, value });
+  }
+  return desired;
 }
 
 /** The template's annotations with every rollguard annotation replaced by `desired`. */

@@ -1,25 +1,35 @@
 import { AppsV1Api, type KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { EventRecorder } from '../kube/events.js';
-import { objectKey } from '../kube/informer.js';
-import { createMetadataCache, type MetadataCache, type MetadataEvent } from '../kube/metadata-cache.js';
+import { objectKey, type Informer } from '../kube/informer.js';
+import {
+  PARTIAL_METADATA_LIST_ACCEPT,
+  createMetadataCache,
+  decodeMetadata,
+  unpackVersion,
+  type MetadataCache,
+  type MetadataEvent,
+} from '../kube/metadata-cache.js';
 import type { ObjectEvent } from '../kube/object-store.js';
 import { RawApi } from '../kube/raw-api.js';
 import { createStatefulSetCache, type StatefulSetCache } from '../kube/statefulsets.js';
+import { Controller } from '../kube/controller.js';
 import { TokenBucket } from '../kube/token-bucket.js';
-import { WorkQueue } from '../kube/workqueue.js';
 import type { Runnable } from '../manager.js';
 import type { Metrics } from '../metrics.js';
 import { ENABLED_LABEL, IGNORE_LABEL, type VersionLookup } from './annotations.js';
-import { ConflictError, Reconciler } from './reconciler.js';
-import { referencedObjects, type ObjectKind } from './references.js';
+import { Reconciler, type FreshRead } from './reconciler.js';
+import type { ObjectKind } from './references.js';
 import { ReverseIndex } from './reverse-index.js';
+import { objectEventWakesReferrers, statefulSetEventEffect } from './wakes.js';
 
 /**
  * A burst of changes to one object (a `helm upgrade` writing a ConfigMap and then its
  * workload, a flapping Secret) within this window folds into one rollout.
  */
 export const DEFAULT_DEBOUNCE_MS = 5_000;
+/** At most one restart per set in this window: a Secret that changes every second cannot roll its sets every 5 s. */
+export const DEFAULT_MIN_RESTART_INTERVAL_MS = 60_000;
 /** Rollouts started per second across all sets; a change to a widely used Secret rolls its sets in a paced wave. */
 export const DEFAULT_MAX_RESTARTS_PER_SECOND = 5;
 /** Reconciles run at once; each is a cache read and at most one PATCH. */
@@ -31,7 +41,6 @@ export const DEFAULT_WORKERS = 4;
 export const DEFAULT_RESYNC_PERIOD_MS = 10 * 60_000;
 /** Whoever patches is named in Events and logs with this. */
 export const COMPONENT = 'rollguard';
-const QUEUE_NAME = 'restarter';
 
 export interface RestarterControllerOptions {
   kubeConfig: KubeConfig;
@@ -41,6 +50,10 @@ export interface RestarterControllerOptions {
   debounceMs?: number;
   /** Infinity turns pacing off. */
   maxRestartsPerSecond?: number;
+  /** The per-set restart floor; 0 turns it off. */
+  minRestartIntervalMs?: number;
+  /** Silence that marks a watch dead once the API server has shown it sends bookmarks. */
+  watchIdleTimeoutMs?: number;
   workers?: number;
   /** 0 turns the periodic resync off. */
   resyncPeriodMs?: number;
@@ -53,6 +66,8 @@ export interface RestarterControllerOptions {
 export interface CacheStatus {
   synced: boolean;
   objects: number;
+  /** Seconds since the cache last heard from the API server; absent before its first list. */
+  last_event_age_seconds?: number;
 }
 
 export interface RestarterStatus {
@@ -66,7 +81,7 @@ export interface RestarterController {
   /** The caches and the reverse index; on every replica, since the webhook reads them. */
   caches: Runnable;
   /** The reconcile workers; only on the leader. Can be started again after it stopped. */
-  workers: Runnable;
+  workers: Controller;
   /** [caches, workers], for a manager that runs both. */
   runnables: Runnable[];
   cachesSynced(): boolean;
@@ -79,36 +94,47 @@ export interface RestarterController {
   status(): RestarterStatus;
 }
 
-/** One run of the workers, from start to the abort of its signal. */
-interface WorkerRun {
-  queue: WorkQueue;
-  /** False until the caches synced and every set was queued once. */
-  accepting: boolean;
-  done: Promise<void>;
+function cacheStatus(informer: Informer<unknown>, objects: number): CacheStatus {
+  const age = informer.lastEventAgeSeconds();
+  return { synced: informer.synced(), objects, ...(age !== undefined ? { last_event_age_seconds: Math.round(age) } : {}) };
 }
 
-/** Assembles the restarter's reconcile side: metadata caches, StatefulSet cache, reverse index, work queue, reconciler. */
+const PLURALS: Record<ObjectKind, string> = { ConfigMap: 'configmaps', Secret: 'secrets' };
+
+/**
+ * One object's metadata and the store's current revision, in one quorum list narrowed to the
+ * name (no resourceVersion: served from etcd, not from the API server's watch cache).
+ */
+async function readFresh(api: RawApi, kind: ObjectKind, namespace: string, name: string): Promise<FreshRead> {
+  const query = new URLSearchParams({ fieldSelector: `metadata.name=${name}`, limit: '1' });
+  const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/${PLURALS[kind]}?${query}`;
+  const list = (await api.getJson({ path, accept: PARTIAL_METADATA_LIST_ACCEPT })) as { metadata?: { resourceVersion?: unknown }; items?: unknown };
+  const revision = typeof list.metadata?.resourceVersion === 'string' ? list.metadata.resourceVersion : '';
+  const [item] = Array.isArray(list.items) ? list.items : [];
+  if (item === undefined) return { version: undefined, revision };
+  const version = unpackVersion(decodeMetadata(item, IGNORE_LABEL).packed);
+  return { version, revision };
+}
+
+/** Assembles the restarter's reconcile side: metadata caches, StatefulSet cache, reverse index, controller. */
 export function createRestarterController(opts: RestarterControllerOptions): RestarterController {
-  const debounceMs = opts.debounceMs ?? DEFAULT_DEBOUNCE_MS;
-  const workerCount = opts.workers ?? DEFAULT_WORKERS;
-  const resyncPeriodMs = opts.resyncPeriodMs ?? DEFAULT_RESYNC_PERIOD_MS;
-  const maxRestartsPerSecond = opts.maxRestartsPerSecond ?? DEFAULT_MAX_RESTARTS_PER_SECOND;
-  if (!Number.isInteger(workerCount) || workerCount < 1) throw new Error(`workers must be a positive integer, got ${workerCount}`);
-  if (!(debounceMs >= 0)) throw new Error(`debounceMs must be 0 or more, got ${debounceMs}`);
-  if (!(resyncPeriodMs >= 0)) throw new Error(`resyncPeriodMs must be 0 or more, got ${resyncPeriodMs}`);
   const { logger, metrics } = opts;
   const log = logger.child({ component: 'restarter' });
 
   const api = new RawApi(opts.kubeConfig);
   const metadata: Record<ObjectKind, MetadataCache> = {
-    ConfigMap: createMetadataCache({ name: 'ConfigMap cache', api, plural: 'configmaps', namespaces: opts.namespaces, ignoreLabel: IGNORE_LABEL, logger: log }),
-    Secret: createMetadataCache({ name: 'Secret cache', api, plural: 'secrets', namespaces: opts.namespaces, ignoreLabel: IGNORE_LABEL, logger: log }),
+    ConfigMap: createMetadataCache({ name: 'ConfigMap cache', api, plural: 'configmaps', namespaces: opts.namespaces, ignoreLabel: IGNORE_LABEL, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
+    Secret: createMetadataCache({ name: 'Secret cache', api, plural: 'secrets', namespaces: opts.namespaces, ignoreLabel: IGNORE_LABEL, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
   };
-  const sets = createStatefulSetCache({ api, namespaces: opts.namespaces, labelSelector: `${ENABLED_LABEL}=true`, logger: log });
+  const sets = createStatefulSetCache({ api, namespaces: opts.namespaces, labelSelector: `${ENABLED_LABEL}=true`, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs });
+  metrics.watchCacheAge('ConfigMap', () => metadata.ConfigMap.informer.lastEventAgeSeconds());
+  metrics.watchCacheAge('Secret', () => metadata.Secret.informer.lastEventAgeSeconds());
+  metrics.watchCacheAge('StatefulSet', () => sets.informer.lastEventAgeSeconds());
   const informers = [metadata.ConfigMap.informer, metadata.Secret.informer, sets.informer];
   const index = new ReverseIndex();
   const apps = opts.kubeConfig.makeApiClient(AppsV1Api);
   const events = new EventRecorder({ kubeConfig: opts.kubeConfig, component: COMPONENT, instance: opts.instance, logger: log });
+  const maxRestartsPerSecond = opts.maxRestartsPerSecond ?? DEFAULT_MAX_RESTARTS_PER_SECOND;
   // A burst of one second's worth: a handful of sets roll at once, a thousand do not.
   const restartBurst = Number.isFinite(maxRestartsPerSecond) ? Math.max(1, Math.ceil(maxRestartsPerSecond)) : 1;
   const restartLimiter = new TokenBucket(maxRestartsPerSecond, restartBurst);
@@ -116,48 +142,49 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   const lookup: VersionLookup = (kind, namespace, name) => metadata[kind].store.get(namespace, name);
   const cachesSynced = (): boolean => informers.every((i) => i.synced());
 
-  let run: WorkerRun | undefined;
-  let inFlight = 0;
-  const enqueue = (key: string): void => {
-    if (run?.accepting) run.queue.addDebounced(key);
-  };
-
-  sets.store.onEvent((event: ObjectEvent<V1StatefulSet>) => {
-    metrics.cachedObjects.set({ kind: 'StatefulSet' }, sets.store.size());
-    const set = event.current ?? event.previous;
-    const key = objectKey(set?.metadata?.namespace ?? '', set?.metadata?.name ?? '');
-    if (!event.current) {
-      index.removeSet(key);
-      return;
-    }
-    const { previous, current } = event;
-    // Status writes (every pod that turns Ready) change neither the template nor the opt-outs.
-    const templateChanged = previous?.metadata?.generation !== current.metadata?.generation || !previous;
-    const annotationsChanged = JSON.stringify(previous?.metadata?.annotations ?? {}) !== JSON.stringify(current.metadata?.annotations ?? {});
-    if (templateChanged) index.setReferences(key, current.metadata?.namespace ?? '', referencedObjects(current.spec?.template));
-    if (templateChanged || annotationsChanged) enqueue(key);
-  });
-  for (const kind of ['ConfigMap', 'Secret'] as const) {
-    const { store } = metadata[kind];
-    store.onEvent((event: MetadataEvent) => {
-      metrics.cachedObjects.set({ kind }, store.size());
-      // An ignored object stays untracked whatever its version; only a change of the label matters.
-      if (event.previous?.ignored && event.current?.ignored) return;
-      for (const key of index.referrersOf(kind, event.namespace, event.name)) enqueue(key);
-    });
-  }
-
   const reconciler = new Reconciler({
     statefulSet: (namespace, name) => sets.store.get(namespace, name),
     lookup,
     cachesSynced,
     cacheProgress: (kind, namespace) => metadata[kind].informer.resourceVersion(namespace),
+    readFresh: (kind, namespace, name) => readFresh(api, kind, namespace, name),
+    minRestartIntervalMs: opts.minRestartIntervalMs ?? DEFAULT_MIN_RESTART_INTERVAL_MS,
     patchStatefulSet: (namespace, name, ops) => apps.patchNamespacedStatefulSet({ name, namespace, body: ops }),
     events,
     restartLimiter,
     logger: log,
     metrics,
   });
+
+  const controller = new Controller({
+    name: 'restarter',
+    workers: opts.workers ?? DEFAULT_WORKERS,
+    debounceMs: opts.debounceMs ?? DEFAULT_DEBOUNCE_MS,
+    resyncPeriodMs: opts.resyncPeriodMs ?? DEFAULT_RESYNC_PERIOD_MS,
+    keys: () => sets.store.list().map((set) => objectKey(set.metadata?.namespace ?? '', set.metadata?.name ?? '')),
+    syncs: informers,
+    term: () => ({ reconciler }),
+    describe: (key) => `StatefulSet ${key}`,
+    objects: 'StatefulSet',
+    logger: log,
+    metrics,
+  });
+
+  // The index is kept on every replica, leader or not, so a new leader starts with it whole.
+  sets.store.onEvent((event: ObjectEvent<V1StatefulSet>) => {
+    metrics.cachedObjects.set({ kind: 'StatefulSet' }, sets.store.size());
+    const effect = statefulSetEventEffect(event);
+    if (effect.index === 'remove') index.removeSet(effect.key);
+    else if (effect.index) index.setReferences(effect.key, event.current?.metadata?.namespace ?? '', effect.index);
+    if (effect.wake) controller.enqueue({ key: effect.key, debounce: true });
+  });
+  for (const kind of ['ConfigMap', 'Secret'] as const) {
+    const { store } = metadata[kind];
+    store.onEvent(() => metrics.cachedObjects.set({ kind }, store.size()));
+    controller.watches(store.onEvent.bind(store), (event: MetadataEvent) =>
+      objectEventWakesReferrers(event) ? index.referrersOf(kind, event.namespace, event.name).map((key) => ({ key, debounce: true })) : [],
+    );
+  }
 
   const whenCachesSynced = async (signal: AbortSignal): Promise<boolean> => {
     for (const informer of informers) if (!(await informer.whenSynced(signal))) return false;
@@ -177,82 +204,20 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     stopped: () => cachesStopped,
   };
 
-  const work = async (queue: WorkQueue, signal: AbortSignal): Promise<void> => {
-    for (;;) {
-      const key = await queue.get();
-      if (key === undefined) return;
-      inFlight++;
-      const endTimer = metrics.reconcileDuration.startTimer();
-      try {
-        const result = await reconciler.reconcile(key, signal);
-        queue.forget(key);
-        if (result.requeueAfterMs !== undefined) queue.addAfter(key, result.requeueAfterMs);
-      } catch (err) {
-        if (signal.aborted && err instanceof Error && err.name === 'AbortError') {
-          // Stopped while waiting for a turn; the next run starts with every set queued.
-        } else {
-          metrics.reconcileErrors.inc();
-          const delayMs = queue.addRateLimited(key);
-          if (err instanceof ConflictError) log.debug({ statefulSet: key, delayMs, err: err.message }, 'conflict; requeued');
-          else log.warn({ statefulSet: key, delayMs, err }, `reconcile of StatefulSet ${key} failed; retrying in ${delayMs} ms`);
-        }
-      } finally {
-        endTimer();
-        queue.done(key);
-        inFlight--;
-      }
-    }
-  };
-
-  const runWorkers = async (current: WorkerRun, signal: AbortSignal): Promise<void> => {
-    if (!(await whenCachesSynced(signal))) return;
-    // Everything once: whatever changed while no worker ran (rollguard down, another leader) is caught here.
-    for (const set of sets.store.list()) current.queue.add(objectKey(set.metadata?.namespace ?? '', set.metadata?.name ?? ''));
-    current.accepting = true;
-    log.info({ statefulSets: sets.store.size(), workers: workerCount }, 'caches synced; reconciling every StatefulSet');
-    const resync =
-      resyncPeriodMs > 0
-        ? setInterval(() => {
-            for (const set of sets.store.list()) current.queue.add(objectKey(set.metadata?.namespace ?? '', set.metadata?.name ?? ''));
-          }, resyncPeriodMs)
-        : undefined;
-    try {
-      await Promise.all(Array.from({ length: workerCount }, () => work(current.queue, signal)));
-    } finally {
-      clearInterval(resync);
-    }
-  };
-
-  const workers: Runnable = {
-    name: 'restarter-workers',
-    async start(signal) {
-      if (run && !run.queue.isShutDown()) throw new Error('restarter workers are already running');
-      const queue = new WorkQueue({ debounceMs, onDepthChange: (depth) => metrics.queueDepth.set({ queue: QUEUE_NAME }, depth) });
-      const current: WorkerRun = { queue, accepting: false, done: Promise.resolve() };
-      signal.addEventListener('abort', () => queue.shutDown(), { once: true });
-      current.done = runWorkers(current, signal).catch((err: unknown) => log.error({ err }, 'restarter workers failed'));
-      run = current;
-    },
-    async stopped() {
-      await run?.done;
-    },
-  };
-
   return {
     caches,
-    workers,
-    runnables: [caches, workers],
+    workers: controller,
+    runnables: [caches, controller],
     cachesSynced,
     whenCachesSynced,
     lookup,
     statefulSets: sets,
     status: () => ({
-      queued: run && !run.queue.isShutDown() ? run.queue.depth() : 0,
-      inFlight,
+      ...controller.status(),
       cache: {
-        ConfigMap: { synced: metadata.ConfigMap.informer.synced(), objects: metadata.ConfigMap.store.size() },
-        Secret: { synced: metadata.Secret.informer.synced(), objects: metadata.Secret.store.size() },
-        StatefulSet: { synced: sets.informer.synced(), objects: sets.store.size() },
+        ConfigMap: cacheStatus(metadata.ConfigMap.informer, metadata.ConfigMap.store.size()),
+        Secret: cacheStatus(metadata.Secret.informer, metadata.Secret.store.size()),
+        StatefulSet: cacheStatus(sets.informer, sets.store.size()),
       },
     }),
   };

@@ -1,6 +1,7 @@
 import type { Operation } from 'fast-json-patch';
 import type { V1StatefulSet } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { ConflictError, errorText, isConflict, statusCode } from '../kube/api-status.js';
 import { policyDenial, REASON_WRITE_DENIED } from '../kube/policy-denial.js';
 import type { EventRecorder, EventSubject } from '../kube/events.js';
 import { splitObjectKey } from '../kube/informer.js';
@@ -9,15 +10,22 @@ import type { Metrics } from '../metrics.js';
 import {
   ABSENT,
   ENABLED_LABEL,
+  FROZEN_ANNOTATION,
+  LAST_RESTART_ANNOTATION,
+  RESTART_REASON_ANNOTATION,
   annotationChanges,
-  desiredAnnotations,
   isRollguardAnnotation,
-  withDesiredAnnotations,
+  planAnnotations,
   type AnnotationChange,
   type DesiredAnnotation,
+  type HeldBack,
+  type ObjectVersion,
   type VersionLookup,
 } from './annotations.js';
+import { describeChange } from './change-text.js';
+import { templateAnnotationOps, workloadAnnotationOps } from './patch.js';
 import type { ObjectKind } from './references.js';
+import { numericResourceVersion, parseAnnotationValue } from './versions.js';
 
 /** Event reasons: a referenced object changed; references tracked for the first time (or newly); references dropped. */
 export const REASON_CONFIG_CHANGED = 'ConfigChanged';
@@ -25,16 +33,23 @@ export const REASON_REFERENCES_ANNOTATED = 'ReferencesAnnotated';
 export const REASON_REFERENCES_REMOVED = 'ReferencesRemoved';
 export const PATCH_ACTION = 'PatchPodTemplate';
 
+/** Event reason: a restart held back by the set's restart floor (--min-restart-interval). */
+export const REASON_RESTARTS_DEFERRED = 'RestartsDeferred';
+
 /** While the caches are still listing, every object would look absent; the item waits this long and tries again. */
 const NOT_SYNCED_RETRY_MS = 1_000;
-/** A cache behind an annotation (written by a webhook replica with a fresher cache) is given this long between looks… */
+/** A cache behind a stored annotation (another replica's webhook had a fresher one) is given this long between looks. */
 const CACHE_LAG_RETRY_MS = 250;
-/** …and at most this long in all, so an annotation carrying a made-up resourceVersion cannot stall the set. */
-const CACHE_LAG_MAX_MS = 60_000;
+/**
+ * A cache that stays behind a stored version this long makes one fresh read from the API server:
+ * a stored version newer than the whole store can only come from an etcd restored from a backup.
+ */
+const FRESH_READ_AFTER_MS = 5_000;
 
-/** The API server refused the patch because the set changed since the cache saw it; retry with fresh state. */
-export class ConflictError extends Error {
-  override readonly name = 'ConflictError';
+/** The object as the API server has it now, and the store's current revision (a quorum read, no cache). */
+export interface FreshRead {
+  version: ObjectVersion | undefined;
+  revision: string;
 }
 
 export interface ReconcilerDeps {
@@ -43,11 +58,16 @@ export interface ReconcilerDeps {
   cachesSynced(): boolean;
   /** The newest resourceVersion the cache of `kind` reflects in `namespace`; '' when unknown. */
   cacheProgress(kind: ObjectKind, namespace: string): string;
+  /** Reads one object from the API server, bypassing every cache. */
+  readFresh(kind: ObjectKind, namespace: string, name: string): Promise<FreshRead>;
   patchStatefulSet(namespace: string, name: string, ops: Operation[]): Promise<V1StatefulSet>;
   events: Pick<EventRecorder, 'record'>;
   restartLimiter: Pick<TokenBucket, 'take'>;
+  /** At most one template patch per set in this window (the trailing change wins); 0: no floor. */
+  minRestartIntervalMs: number;
   logger: Logger;
-  metrics: Pick<Metrics, 'patches' | 'restarts'>;
+  metrics: Pick<Metrics, 'patches' | 'restarts' | 'restartsDeferred'>;
+  now?: () => Date;
 }
 
 export interface ReconcileResult {
@@ -61,10 +81,9 @@ interface Plan {
   set: V1StatefulSet;
   desired: DesiredAnnotation[];
   changes: AnnotationChange[];
-}
-
-function escapePointer(segment: string): string {
-  return segment.replaceAll('~', '~0').replaceAll('/', '~1');
+  heldBack: HeldBack[];
+  /** FROZEN_ANNOTATION as it should be; undefined when it is right already. */
+  frozen?: string | null;
 }
 
 /**
@@ -77,43 +96,10 @@ export function annotationPatch(set: V1StatefulSet, desired: DesiredAnnotation[]
   if (!resourceVersion) {
     throw new Error(`StatefulSet ${set.metadata?.namespace}/${set.metadata?.name} has no metadata.resourceVersion to patch against`);
   }
-  const ops: Operation[] = [{ op: 'test', path: '/metadata/resourceVersion', value: resourceVersion }];
-  const meta = set.spec?.template?.metadata;
-  const current = meta?.annotations;
-  if (!meta) {
-    ops.push({ op: 'add', path: '/spec/template/metadata', value: { annotations: withDesiredAnnotations(undefined, desired) } });
-  } else if (!current) {
-    ops.push({ op: 'add', path: '/spec/template/metadata/annotations', value: withDesiredAnnotations(undefined, desired) });
-  } else {
-    for (const change of changes) {
-      const path = `/spec/template/metadata/annotations/${escapePointer(change.key)}`;
-      if (change.to === undefined) ops.push({ op: 'remove', path });
-      else if (change.from === undefined) ops.push({ op: 'add', path, value: change.to });
-      else ops.push({ op: 'replace', path, value: change.to });
-    }
-  }
-  return ops;
-}
-
-function parseValue(value: string): { uid: string; resourceVersion: string } | undefined {
-  if (value === ABSENT) return undefined;
-  const slash = value.indexOf('/');
-  return slash < 0 ? { uid: '', resourceVersion: value } : { uid: value.slice(0, slash), resourceVersion: value.slice(slash + 1) };
-}
-
-/** One change in words: which object, of which kind, and both versions. */
-export function describeChange(change: AnnotationChange): string {
-  const object = change.kind && change.name ? `${change.kind} ${change.name}` : `the object of annotation ${change.key}`;
-  if (change.to === undefined) return `no longer tracking ${object}`;
-  const to = parseValue(change.to);
-  if (change.from === undefined) return `tracking ${object} (resourceVersion ${to ? to.resourceVersion : ABSENT})`;
-  const from = parseValue(change.from);
-  if (!from && to) return `${object} appeared (resourceVersion ${ABSENT} → ${to.resourceVersion})`;
-  if (from && !to) return `${object} was deleted (resourceVersion ${from.resourceVersion} → ${ABSENT})`;
-  if (from && to && from.uid !== to.uid) {
-    return `${object} was recreated (uid ${from.uid} → ${to.uid}, resourceVersion ${from.resourceVersion} → ${to.resourceVersion})`;
-  }
-  return `${object} changed (resourceVersion ${from?.resourceVersion ?? ABSENT} → ${to?.resourceVersion ?? ABSENT})`;
+  return [
+    { op: 'test', path: '/metadata/resourceVersion', value: resourceVersion },
+    ...templateAnnotationOps(set.spec?.template?.metadata, desired, changes),
+  ];
 }
 
 /** Why the template is patched: a value changed, references were tracked (the first time, or new ones), or dropped. */
@@ -125,74 +111,181 @@ export function patchReason(current: Record<string, string> | undefined, changes
   return REASON_REFERENCES_REMOVED;
 }
 
-function numericResourceVersion(value: string | undefined): bigint | undefined {
-  const rv = value === undefined ? undefined : parseValue(value)?.resourceVersion;
-  return rv !== undefined && /^\d+$/.test(rv) ? BigInt(rv) : undefined;
+/** The plan with the freshly read versions of held-back references taken as they are (they are the truth). */
+function withFreshVersions(plan: Plan, fresh: Map<string, ObjectVersion | undefined>): Plan {
+  const desired = plan.desired.map((d) => {
+    const id = `${d.kind}/${d.name}`;
+    if (!fresh.has(id)) return d;
+    const version = fresh.get(id);
+    return { ...d, value: version ? `${version.uid}/${version.resourceVersion}` : ABSENT };
+  });
+  const heldBack = plan.heldBack.filter((h) => !fresh.has(`${h.kind}/${h.name}`));
+  return { ...plan, desired, changes: annotationChanges(plan.set.spec?.template?.metadata?.annotations, desired), heldBack };
 }
 
-function conflictCode(err: unknown): number | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  // 409: resourceVersion conflict; 422: the patch's test of the resourceVersion failed.
-  return code === 409 || code === 422 ? code : undefined;
+function lastRestartOf(set: V1StatefulSet): number | undefined {
+  const at = Date.parse(set.metadata?.annotations?.[LAST_RESTART_ANNOTATION] ?? '');
+  return Number.isNaN(at) ? undefined : at;
+}
+
+/** The kinds named at the start of each part of a restart reason ("ConfigMap app changed …; Secret …"). */
+function kindsIn(reason: string): ObjectKind[] {
+  const kinds = new Set<ObjectKind>();
+  for (const part of reason.split('; ')) {
+    const first = part.split(' ', 1)[0];
+    if (first === 'ConfigMap' || first === 'Secret') kinds.add(first);
+  }
+  return [...kinds];
 }
 
 /**
  * Brings one StatefulSet's restarter annotations to what its referenced objects' versions say,
- * from the caches alone; writes only when something differs, so a restart of rollguard (or a
- * change of leader) patches nothing that did not really change.
+ * from the caches; writes only when something differs, so a restart of rollguard (or a change of
+ * leader) patches nothing that did not really change. Never moves a value backwards; at most one
+ * template patch per set per restart floor; every patch has its Event and log line.
  */
 export class Reconciler {
   private readonly lagSince = new Map<string, number>();
+  /** Sets whose current deferral has had its Event. */
+  private readonly deferred = new Set<string>();
+  private readonly now: () => Date;
 
-  constructor(private readonly deps: ReconcilerDeps) {}
+  constructor(private readonly deps: ReconcilerDeps) {
+    this.now = deps.now ?? (() => new Date());
+  }
 
   async reconcile(key: string, signal: AbortSignal): Promise<ReconcileResult> {
     const { deps } = this;
     if (!deps.cachesSynced()) return { requeueAfterMs: NOT_SYNCED_RETRY_MS };
     const { namespace, name } = splitObjectKey(key);
-    const first = this.plan(namespace, name);
-    if (!first) {
-      this.lagSince.delete(key);
-      return {};
+    const set = this.enabledSet(namespace, name);
+    if (!set) return this.forget(key);
+    if (set.metadata?.annotations?.[RESTART_REASON_ANNOTATION] !== undefined) return this.explainAdmission(key, set);
+
+    let plan = this.plan(set);
+    if (!plan) return this.forget(key);
+    let fromTheFuture: Map<string, ObjectVersion | undefined> | undefined;
+    if (plan.heldBack.length > 0) {
+      fromTheFuture = await this.readHeldBack(key, plan);
+      if (!fromTheFuture) return { requeueAfterMs: CACHE_LAG_RETRY_MS };
+      plan = withFreshVersions(plan, fromTheFuture);
     }
-    if (this.cacheBehind(key, namespace, first.changes)) return { requeueAfterMs: CACHE_LAG_RETRY_MS };
     this.lagSince.delete(key);
+    if (plan.changes.length === 0) return this.writeFrozen(key, plan);
+
+    const wait = this.floorWait(plan.set);
+    if (wait > 0) return this.defer(key, plan, wait);
 
     await deps.restartLimiter.take(signal);
     // The wait for a turn may have been long: plan again from what the caches hold now.
-    const plan = this.plan(namespace, name);
-    if (!plan) return {};
+    const fresh = this.enabledSet(namespace, name);
+    let again = fresh ? this.plan(fresh) : undefined;
+    if (!again) return {};
+    if (fromTheFuture && again.heldBack.length > 0) again = withFreshVersions(again, fromTheFuture);
+    if (again.heldBack.length > 0 || again.changes.length === 0) return { requeueAfterMs: 0 };
+    return this.writeTemplate(key, again);
+  }
+
+  private forget(key: string): ReconcileResult {
+    this.lagSince.delete(key);
+    this.deferred.delete(key);
+    return {};
+  }
+
+  private enabledSet(namespace: string, name: string): V1StatefulSet | undefined {
+    const set = this.deps.statefulSet(namespace, name);
+    // The list/watch selects on the label already; this guards a set that lost it a moment ago.
+    if (!set || set.metadata?.deletionTimestamp || set.metadata?.labels?.[ENABLED_LABEL] !== 'true') return undefined;
+    return set;
+  }
+
+  private plan(set: V1StatefulSet): Plan | undefined {
+    const namespace = set.metadata?.namespace ?? '';
+    const result = planAnnotations({
+      namespace,
+      annotations: set.metadata?.annotations,
+      template: set.spec?.template,
+      stored: set.spec?.template?.metadata?.annotations,
+      storedAt: set.metadata?.resourceVersion,
+      lookup: this.deps.lookup,
+      cacheProgress: (kind) => this.deps.cacheProgress(kind, namespace),
+    });
+    const changes = annotationChanges(set.spec?.template?.metadata?.annotations, result.desired);
+    const wantFrozen = result.frozen.length > 0 ? result.frozen.join(',') : null;
+    const haveFrozen = set.metadata?.annotations?.[FROZEN_ANNOTATION] ?? null;
+    const frozen = wantFrozen === haveFrozen ? undefined : wantFrozen;
+    if (changes.length === 0 && frozen === undefined && result.heldBack.length === 0) return undefined;
+    return { set, desired: result.desired, changes, heldBack: result.heldBack, frozen };
+  }
+
+  /**
+   * A cache behind the stored value waits for the cache, with no time limit; after a while one
+   * fresh read tells a lagging cache from a stored value that is newer than the whole store
+   * (an etcd restored from a backup): only then is the value written back, and logged.
+   */
+  private async readHeldBack(key: string, plan: Plan): Promise<Map<string, ObjectVersion | undefined> | undefined> {
+    const since = this.lagSince.get(key) ?? this.now().getTime();
+    this.lagSince.set(key, since);
+    if (this.now().getTime() - since < FRESH_READ_AFTER_MS) return undefined;
+    this.lagSince.set(key, this.now().getTime());
+    const namespace = plan.set.metadata?.namespace ?? '';
+    const fresh = new Map<string, ObjectVersion | undefined>();
+    for (const held of plan.heldBack) {
+      const read = await this.deps.readFresh(held.kind, namespace, held.name);
+      const revision = numericResourceVersion(read.revision);
+      const stored = parseAnnotationValue(held.stored);
+      const fromTheFuture = revision !== undefined && stored.kind === 'version' && stored.resourceVersion > revision;
+      if (!fromTheFuture) return undefined;
+      this.deps.logger.warn(
+        { statefulSet: key, kind: held.kind, name: held.name, stored: held.stored, revision: read.revision },
+        `StatefulSet ${key}: ${held.kind} ${held.name} is annotated ${held.stored}, newer than the store's revision ${read.revision} (etcd restored from a backup?); writing the current version`,
+      );
+      fresh.set(`${held.kind}/${held.name}`, read.version);
+    }
+    return fresh;
+  }
+
+  private floorWait(set: V1StatefulSet): number {
+    const last = lastRestartOf(set);
+    if (last === undefined || this.deps.minRestartIntervalMs <= 0) return 0;
+    return Math.max(0, last + this.deps.minRestartIntervalMs - this.now().getTime());
+  }
+
+  private async defer(key: string, plan: Plan, waitMs: number): Promise<ReconcileResult> {
+    if (!this.deferred.has(key)) {
+      this.deferred.add(key);
+      this.deps.metrics.restartsDeferred.inc();
+      const at = new Date(this.now().getTime() + waitMs).toISOString();
+      const message = `Restart deferred until ${at} (at most one per ${this.deps.minRestartIntervalMs / 1000} s): ${plan.changes.map(describeChange).join('; ')}`;
+      this.deps.logger.info({ statefulSet: key, until: at }, `StatefulSet ${key}: ${message}`);
+      await this.deps.events.record(eventSubject(plan.set), { type: 'Normal', reason: REASON_RESTARTS_DEFERRED, message, action: PATCH_ACTION });
+    }
+    return { requeueAfterMs: waitMs };
+  }
+
+  private async writeTemplate(key: string, plan: Plan): Promise<ReconcileResult> {
+    const { deps } = this;
     const { set, desired, changes } = plan;
     const current = set.spec?.template?.metadata?.annotations;
     const reason = patchReason(current, changes);
-    let patched: V1StatefulSet;
-    try {
-      patched = await deps.patchStatefulSet(namespace, name, annotationPatch(set, desired, changes));
-    } catch (err) {
-      const denied = policyDenial(err);
-      if (denied) await deps.events.record(eventSubject(set, set), { type: 'Warning', reason: REASON_WRITE_DENIED, message: denied, action: PATCH_ACTION });
-      const code = conflictCode(err);
-      if (code !== undefined) {
-        throw new ConflictError(
-          `StatefulSet ${key} changed since resourceVersion ${set.metadata?.resourceVersion} (HTTP ${code}); will retry from the newer version`,
-          { cause: err },
-        );
-      }
-      throw new Error(`patching the pod template annotations of StatefulSet ${key}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
-    }
-
-    const descriptions = changes.map(describeChange);
-    const message = descriptions.join('; ');
+    const ops = [
+      ...annotationPatch(set, desired, changes),
+      ...this.frozenOps(plan),
+      ...workloadAnnotationOps(set.metadata?.annotations, LAST_RESTART_ANNOTATION, this.now().toISOString()),
+    ];
+    const patched = await this.patch(key, set, ops, 'the pod template annotations');
+    this.deferred.delete(key);
+    const message = changes.map(describeChange).join('; ');
     deps.metrics.patches.inc({ reason });
     if (reason === REASON_CONFIG_CHANGED) {
       const kinds = new Set(changes.filter((c) => c.from !== undefined && c.to !== undefined && c.kind).map((c) => c.kind));
-      for (const kind of kinds) deps.metrics.restarts.inc({ kind });
+      for (const kind of kinds) if (kind) deps.metrics.restarts.inc({ kind });
     }
     deps.logger.info(
       {
         statefulSet: key,
         reason,
-        resourceVersion: patched.metadata?.resourceVersion,
+        resourceVersion: (patched ?? set).metadata?.resourceVersion,
         changes: changes.map((c) => ({ kind: c.kind, name: c.name, key: c.key, from: c.from, to: c.to })),
       },
       `StatefulSet ${key} restarts: ${message}`,
@@ -201,43 +294,66 @@ export class Reconciler {
     return { patched: reason };
   }
 
-  private plan(namespace: string, name: string): Plan | undefined {
-    const set = this.deps.statefulSet(namespace, name);
-    // The list/watch selects on the label already; this guards a set that lost it a moment ago.
-    if (!set || set.metadata?.deletionTimestamp || set.metadata?.labels?.[ENABLED_LABEL] !== 'true') return undefined;
-    const desired = desiredAnnotations(set, this.deps.lookup);
-    const changes = annotationChanges(set.spec?.template?.metadata?.annotations, desired);
-    return changes.length === 0 ? undefined : { set, desired, changes };
+  private frozenOps(plan: Plan): Operation[] {
+    if (plan.frozen === undefined) return [];
+    return workloadAnnotationOps(plan.set.metadata?.annotations, FROZEN_ANNOTATION, plan.frozen ?? undefined);
+  }
+
+  /** Only the frozen list differs: a write of the set's own metadata, which rolls nothing. */
+  private async writeFrozen(key: string, plan: Plan): Promise<ReconcileResult> {
+    const ops = this.frozenOps(plan);
+    if (ops.length === 0) return {};
+    await this.patch(key, plan.set, [{ op: 'test', path: '/metadata/resourceVersion', value: plan.set.metadata?.resourceVersion ?? '' }, ...ops], 'the frozen references');
+    this.deps.logger.debug({ statefulSet: key, frozen: plan.frozen }, `StatefulSet ${key}: frozen references now ${plan.frozen ?? 'none'}`);
+    return {};
   }
 
   /**
-   * True while an annotation names a resourceVersion newer than the cache has reached: another
-   * replica's webhook wrote it from a fresher cache, and "correcting" it now would roll the set
-   * back and forth. Gives up after CACHE_LAG_MAX_MS.
+   * The webhook folded a version bump into an owner's template change and said so in the set's
+   * RESTART_REASON_ANNOTATION: the restart happened with that write. Removed first, then told,
+   * so that a retry never tells it twice.
    */
-  private cacheBehind(key: string, namespace: string, changes: AnnotationChange[]): boolean {
-    const behind = changes.some((change) => {
-      const annotated = numericResourceVersion(change.from);
-      if (annotated === undefined || change.kind === undefined) return false;
-      const progress = this.deps.cacheProgress(change.kind, namespace);
-      return /^\d+$/.test(progress) && annotated > BigInt(progress);
-    });
-    if (!behind) return false;
-    const since = this.lagSince.get(key) ?? Date.now();
-    this.lagSince.set(key, since);
-    if (Date.now() - since < CACHE_LAG_MAX_MS) return true;
-    this.deps.logger.warn({ statefulSet: key }, `StatefulSet ${key} carries resourceVersions newer than the cache has seen for ${CACHE_LAG_MAX_MS} ms; correcting them`);
-    return false;
+  private async explainAdmission(key: string, set: V1StatefulSet): Promise<ReconcileResult> {
+    const reason = set.metadata?.annotations?.[RESTART_REASON_ANNOTATION] ?? '';
+    const ops: Operation[] = [
+      { op: 'test', path: '/metadata/resourceVersion', value: set.metadata?.resourceVersion ?? '' },
+      ...workloadAnnotationOps(set.metadata?.annotations, RESTART_REASON_ANNOTATION, undefined),
+    ];
+    const patched = await this.patch(key, set, ops, 'the restart reason');
+    const message = `${reason} (applied at admission, with the owner's change to the template)`;
+    this.deps.metrics.patches.inc({ reason: REASON_CONFIG_CHANGED });
+    for (const kind of kindsIn(reason)) this.deps.metrics.restarts.inc({ kind });
+    this.deps.logger.info({ statefulSet: key, reason: REASON_CONFIG_CHANGED, admission: true }, `StatefulSet ${key} restarted: ${message}`);
+    await this.deps.events.record(eventSubject(set, patched), { type: 'Normal', reason: REASON_CONFIG_CHANGED, message, action: PATCH_ACTION });
+    // the set is queued again by its own watch event: its other annotations are looked at then
+    return {};
+  }
+
+  private async patch(key: string, set: V1StatefulSet, ops: Operation[], what: string): Promise<V1StatefulSet> {
+    const { namespace, name } = splitObjectKey(key);
+    try {
+      return await this.deps.patchStatefulSet(namespace, name, ops);
+    } catch (err) {
+      const denied = policyDenial(err);
+      if (denied) await this.deps.events.record(eventSubject(set), { type: 'Warning', reason: REASON_WRITE_DENIED, message: denied, action: PATCH_ACTION });
+      if (isConflict(err)) {
+        throw new ConflictError(
+          `StatefulSet ${key} changed since resourceVersion ${set.metadata?.resourceVersion} (HTTP ${statusCode(err)}); will retry from the newer version`,
+          { cause: err },
+        );
+      }
+      throw new Error(`patching ${what} of StatefulSet ${key}: ${errorText(err)}`, { cause: err });
+    }
   }
 }
 
-function eventSubject(set: V1StatefulSet, patched: V1StatefulSet): EventSubject {
+function eventSubject(set: V1StatefulSet, patched?: V1StatefulSet): EventSubject {
   return {
     apiVersion: 'apps/v1',
     kind: 'StatefulSet',
     namespace: set.metadata?.namespace ?? '',
     name: set.metadata?.name ?? '',
     uid: set.metadata?.uid ?? '',
-    resourceVersion: patched.metadata?.resourceVersion,
+    resourceVersion: (patched ?? set).metadata?.resourceVersion,
   };
 }

@@ -5,19 +5,17 @@ export type ObjectKind = 'ConfigMap' | 'Secret';
 export interface Reference {
   kind: ObjectKind;
   name: string;
-  /** True only when every place that references the object marks it optional. */
-  optional: boolean;
 }
 
-type Visit = (kind: ObjectKind, name: string | undefined, optional: boolean | undefined) => void;
+type Visit = (kind: ObjectKind, name: string | undefined) => void;
 
 function visitVolumes(volumes: V1Volume[], visit: Visit): void {
   for (const volume of volumes) {
-    if (volume.configMap) visit('ConfigMap', volume.configMap.name, volume.configMap.optional);
-    if (volume.secret) visit('Secret', volume.secret.secretName, volume.secret.optional);
+    if (volume.configMap) visit('ConfigMap', volume.configMap.name);
+    if (volume.secret) visit('Secret', volume.secret.secretName);
     for (const source of volume.projected?.sources ?? []) {
-      if (source.configMap) visit('ConfigMap', source.configMap.name, source.configMap.optional);
-      if (source.secret) visit('Secret', source.secret.name, source.secret.optional);
+      if (source.configMap) visit('ConfigMap', source.configMap.name);
+      if (source.secret) visit('Secret', source.secret.name);
     }
   }
 }
@@ -26,13 +24,13 @@ function visitContainers(containers: V1Container[], visit: Visit): void {
   for (const container of containers) {
     for (const env of container.env ?? []) {
       const configMapRef = env.valueFrom?.configMapKeyRef;
-      if (configMapRef) visit('ConfigMap', configMapRef.name, configMapRef.optional);
+      if (configMapRef) visit('ConfigMap', configMapRef.name);
       const secretRef = env.valueFrom?.secretKeyRef;
-      if (secretRef) visit('Secret', secretRef.name, secretRef.optional);
+      if (secretRef) visit('Secret', secretRef.name);
     }
     for (const source of container.envFrom ?? []) {
-      if (source.configMapRef) visit('ConfigMap', source.configMapRef.name, source.configMapRef.optional);
-      if (source.secretRef) visit('Secret', source.secretRef.name, source.secretRef.optional);
+      if (source.configMapRef) visit('ConfigMap', source.configMapRef.name);
+      if (source.secretRef) visit('Secret', source.secretRef.name);
     }
   }
 }
@@ -45,15 +43,10 @@ function visitContainers(containers: V1Container[], visit: Visit): void {
  */
 export function referencedObjects(template: V1PodTemplateSpec | undefined): Reference[] {
   const found = new Map<string, Reference>();
-  const visit: Visit = (kind, name, optional) => {
+  const visit: Visit = (kind, name) => {
     if (!name) return;
     const id = `${kind}/${name}`;
-    const seen = found.get(id);
-    if (seen) {
-      seen.optional &&= optional === true;
-    } else {
-      found.set(id, { kind, name, optional: optional === true });
-    }
+    if (!found.has(id)) found.set(id, { kind, name });
   };
 
   const spec = template?.spec;

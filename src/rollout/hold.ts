@@ -1,6 +1,7 @@
 import type { V1StatefulSet, V1StatefulSetSpec } from '@kubernetes/client-node';
 import type { Operation } from 'fast-json-patch';
 import { DEFAULT_REPLICAS, isHealthGated } from './decision.js';
+import { sameJson } from '../kube/json.js';
 
 const STRATEGY_PATH = '/spec/updateStrategy';
 const ROLLING_UPDATE_PATH = `${STRATEGY_PATH}/rollingUpdate`;
@@ -24,7 +25,7 @@ export function heldPartition(oldSet: V1StatefulSet | undefined, newSet: V1State
   const replicas = newSet.spec?.replicas ?? DEFAULT_REPLICAS;
   const held = newSet.spec?.updateStrategy?.rollingUpdate?.partition === replicas ? undefined : replicas;
   if (oldSet === undefined || !isHealthGated(oldSet)) return held;
-  if (!sameValue(specBesidesScale(oldSet.spec), specBesidesScale(newSet.spec))) return held;
+  if (!sameJson(specBesidesScale(oldSet.spec), specBesidesScale(newSet.spec))) return held;
   const scaled = (oldSet.spec?.replicas ?? DEFAULT_REPLICAS) !== replicas;
   const atRest = newSet.status?.currentRevision === newSet.status?.updateRevision;
   return scaled && atRest ? held : undefined;
@@ -68,29 +69,4 @@ function specBesidesScale(spec: V1StatefulSetSpec | undefined): unknown {
     ...rest,
     updateStrategy: { ...strategyRest, type: type ?? ROLLING_UPDATE, rollingUpdate: rollingUpdateRest },
   };
-}
-
-/**
- * Structural equality of decoded Kubernetes objects: a key set to undefined or null
- * equals a missing key (client-node models carry both), Dates compare by time.
- */
-function sameValue(a: unknown, b: unknown): boolean {
-  // null and absent are one thing on the wire
-  if (a === b || (a == null && b == null)) return true;
-  if (a instanceof Date || b instanceof Date) {
-    return a instanceof Date && b instanceof Date && a.getTime() === b.getTime();
-  }
-  if (Array.isArray(a) || Array.isArray(b)) {
-    return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((item, i) => sameValue(item, b[i]));
-  }
-  if (!isRecord(a) || !isRecord(b)) return false;
-  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
-  for (const key of keys) {
-    if (!sameValue(a[key], b[key])) return false;
-  }
-  return true;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null;
 }

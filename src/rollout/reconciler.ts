@@ -1,6 +1,7 @@
 import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import type { Operation } from 'fast-json-patch';
 import type { Logger } from 'pino';
+import { ConflictError, errorText, isConflict, statusCode } from '../kube/api-status.js';
 import type { EventRecorder, EventSpec, EventSubject } from '../kube/events.js';
 import { objectKey, splitObjectKey } from '../kube/informer.js';
 import type { Metrics } from '../metrics.js';
@@ -33,11 +34,6 @@ const ACTION_WAIT = 'Wait';
  */
 const HEALTH_RESULT_MAX_AGE_MS = 5_000;
 const MS_PER_SECOND = 1000;
-
-/** The API server refused a write because the object changed since the cache saw it; retry with fresh state. */
-export class RolloutConflictError extends Error {
-  override readonly name = 'RolloutConflictError';
-}
 
 export interface RolloutReconcilerDeps {
   statefulSet(namespace: string, name: string): V1StatefulSet | undefined;
@@ -98,21 +94,6 @@ function atRest(set: V1StatefulSet): boolean {
 
 function keyOf(set: V1StatefulSet): string {
   return objectKey(set.metadata?.namespace ?? '', set.metadata?.name ?? '');
-}
-
-function statusCode(err: unknown): number | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'number' ? code : undefined;
-}
-
-function isConflict(err: unknown): boolean {
-  // 409: resourceVersion or precondition conflict; 422: the patch's test operation failed
-  const code = statusCode(err);
-  return code === 409 || code === 422;
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 /** Why a hold is written, for its Event. */
@@ -307,7 +288,7 @@ export class RolloutReconciler {
       // already gone: whoever deleted it did what we meant to
       if (code === 404) return;
       if (isConflict(err)) {
-        throw new RolloutConflictError(`pod ${namespace}/${podName} changed since uid ${uid} resourceVersion ${resourceVersion} (HTTP ${code}); deciding again`, { cause: err });
+        throw new ConflictError(`pod ${namespace}/${podName} changed since uid ${uid} resourceVersion ${resourceVersion} (HTTP ${code}); deciding again`, { cause: err });
       }
       throw new Error(`deleting pod ${namespace}/${podName} of StatefulSet ${key} for a forced rollback: ${errorText(err)}`, { cause: err });
     }
@@ -332,7 +313,7 @@ export class RolloutReconciler {
       const denied = policyDenial(err);
       if (denied) await this.record(set, { type: 'Warning', reason: REASON_WRITE_DENIED, message: denied, action: ACTION_UPDATE_PARTITION });
       if (isConflict(err)) {
-        throw new RolloutConflictError(`StatefulSet ${key} changed since resourceVersion ${resourceVersion} (HTTP ${statusCode(err)}); deciding again`, { cause: err });
+        throw new ConflictError(`StatefulSet ${key} changed since resourceVersion ${resourceVersion} (HTTP ${statusCode(err)}); deciding again`, { cause: err });
       }
       throw new Error(`patching the partition of StatefulSet ${key}: ${errorText(err)}`, { cause: err });
     }

@@ -4,9 +4,10 @@ import Fastify, { LogController, type FastifyError } from 'fastify';
 import type { Logger } from 'pino';
 import type { Runnable } from '../manager.js';
 import type { Metrics } from '../metrics.js';
-import { ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND } from '../restarter/admission-review.js';
+import { ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND } from '../admission/review.js';
 import type { CertificateSource } from '../tls/certificate-source.js';
 import type { ServingKeyPair } from '../tls/certificates.js';
+import type { Readiness } from './readiness.js';
 
 const MIB = 1024 * 1024;
 /**
@@ -54,7 +55,7 @@ export interface WebhookServerOptions {
   port: number;
   certificates: Pick<CertificateSource, 'current' | 'onChange'>;
   handler: AdmissionHandler;
-  isReady: () => boolean;
+  readiness: () => Readiness;
   logger: Logger;
   metrics: Metrics;
   bodyLimitBytes?: number;
@@ -208,12 +209,8 @@ function buildApp(opts: WebhookServerOptions, state: ServerState) {
   });
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {
-    if (state.draining) return reply.code(HTTP_SERVICE_UNAVAILABLE).send({ reason: 'draining: shutting down' });
-    if (!opts.isReady()) {
-      return reply
-        .code(HTTP_SERVICE_UNAVAILABLE)
-        .send({ reason: 'not ready: certificate not loaded, caBundle without its CA, or caches not synced' });
-    }
+    const { ready, reasons } = state.draining ? { ready: false, reasons: ['shutting down'] } : opts.readiness();
+    if (!ready) return reply.code(HTTP_SERVICE_UNAVAILABLE).send({ reason: `not ready: ${reasons.join('; ')}` });
     return { status: 'ready' };
   });
   return app;

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Runnable } from '../manager.js';
 import { NamedObjectWatch } from './named-object-watch.js';
 import type { CertificateBundle } from './secret-store.js';
+import { isJsonObject } from '../kube/json.js';
 
 const INITIAL_RETRY_MS = 250;
 /** A caBundle that cannot be written is retried at least this often; readiness says no meanwhile. */
@@ -26,9 +27,6 @@ export interface JsonPatchOperation {
   value: string;
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /** The caBundle rollguard wants: the current CA, then during a CA rotation the previous one. */
 export function caBundlePem(bundle: Pick<CertificateBundle, 'ca' | 'previousCaPem'>): string {
@@ -51,13 +49,13 @@ export function bundleHolds(caBundleBase64: string | undefined, caPem: string): 
 
 /** Reads a MutatingWebhookConfiguration as the API returns it (typed client or raw watch event). */
 export function observedWebhookConfiguration(object: unknown): ObservedWebhookConfiguration | undefined {
-  if (!isRecord(object)) return undefined;
-  const metadata = isRecord(object.metadata) ? object.metadata : {};
+  if (!isJsonObject(object)) return undefined;
+  const metadata = isJsonObject(object.metadata) ? object.metadata : {};
   const webhooks = Array.isArray(object.webhooks) ? object.webhooks : [];
   return {
     resourceVersion: typeof metadata.resourceVersion === 'string' ? metadata.resourceVersion : '',
-    webhooks: webhooks.filter(isRecord).map((w) => {
-      const clientConfig = isRecord(w.clientConfig) ? w.clientConfig : {};
+    webhooks: webhooks.filter(isJsonObject).map((w) => {
+      const clientConfig = isJsonObject(w.clientConfig) ? w.clientConfig : {};
       const caBundle = typeof clientConfig.caBundle === 'string' ? clientConfig.caBundle : undefined;
       return { name: typeof w.name === 'string' ? w.name : '', ...(caBundle === undefined ? {} : { caBundle }) };
     }),

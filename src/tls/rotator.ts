@@ -17,7 +17,7 @@ import type { EventRecorder } from '../kube/events.js';
 
 const DAY_SECONDS = 24 * 3600;
 /** Long enough that CA rotations, which need an overlap window, are rare; short enough that the path runs in a cluster's life. */
-export const DEFAULT_CA_VALIDITY_SECONDS = 5 * 365 * DAY_SECONDS;
+export const DEFAULT_CA_VALIDITY_SECONDS = 3 * 365 * DAY_SECONDS;
 /** Short enough that renewal runs every couple of months, so a broken renewal shows up long before the CA's turn. */
 export const DEFAULT_SERVING_VALIDITY_SECONDS = 90 * DAY_SECONDS;
 /** Renew with a third of the lifetime left: for a 90-day serving certificate that leaves 30 days to notice a failing renewal. */
@@ -32,8 +32,6 @@ export const DEFAULT_CA_PROPAGATION_SECONDS = 120;
 const PROPAGATION_SHARE_DIVISOR = 4;
 /** The serving key signs in every TLS handshake, so it stays at the size every client accepts fast. */
 export const DEFAULT_SERVING_KEY_BITS = 2048;
-/** The CA key outlives many serving keys and signs only at renewal, so it gets the size recommended beyond 2030. */
-export const DEFAULT_CA_KEY_BITS = 3072;
 /** The DNS suffix of in-cluster Service names. */
 export const DEFAULT_CLUSTER_DOMAIN = 'cluster.local';
 /**
@@ -153,7 +151,7 @@ export function renewalPolicy(opts: RenewalPolicyOptions): RenewalPolicy {
     caRenewBeforeSeconds,
     servingRenewBeforeSeconds,
     caPropagationSeconds,
-    caKeyBits: opts.caKeyBits ?? opts.keyBits ?? DEFAULT_CA_KEY_BITS,
+    caKeyBits: opts.caKeyBits ?? opts.keyBits ?? DEFAULT_SERVING_KEY_BITS,
     servingKeyBits: opts.keyBits ?? DEFAULT_SERVING_KEY_BITS,
     signatureDigest: opts.signatureDigest ?? DEFAULT_SIGNATURE_DIGEST,
   };

@@ -1,5 +1,6 @@
 import { ApiException, type CoreV1Api, type V1Secret } from '@kubernetes/client-node';
 import { certificateInfo, isSignedBy, keyMatchesCertificate, type KeyPairPem } from './certificates.js';
+import { isJsonObject } from '../kube/json.js';
 
 /** The Secret type a TLS key pair is kept in; its tls.crt and tls.key are what other tools expect. */
 export const SECRET_TYPE = 'kubernetes.io/tls';
@@ -41,12 +42,9 @@ export interface WriteResult {
   contents: SecretContents;
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 function stringMap(value: unknown): Record<string, string> | undefined {
-  if (!isRecord(value)) return undefined;
+  if (!isJsonObject(value)) return undefined;
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(value)) if (typeof v === 'string') out[k] = v;
   return out;
@@ -95,8 +93,8 @@ export function servingIssuerPem(bundle: CertificateBundle): string {
  * Pure: unit-testable with plain objects.
  */
 export function secretContents(secret: unknown): SecretContents {
-  if (!isRecord(secret)) return { kind: 'absent' };
-  const metadata = isRecord(secret.metadata) ? secret.metadata : {};
+  if (!isJsonObject(secret)) return { kind: 'absent' };
+  const metadata = isJsonObject(secret.metadata) ? secret.metadata : {};
   const meta: SecretMetadata = {
     resourceVersion: typeof metadata.resourceVersion === 'string' ? metadata.resourceVersion : '',
     ...(typeof metadata.uid === 'string' ? { uid: metadata.uid } : {}),

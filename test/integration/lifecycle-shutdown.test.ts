@@ -7,7 +7,7 @@ import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testClust
 import { startRollguardProcess, printProcessLogsOnFailure, type RollguardProcess } from '../env/rollguard-process.js';
 import { waitFor, waitUntil } from '../env/wait.js';
 import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
-import { ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND } from '../../src/restarter/admission-review.js';
+import { ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND } from '../../src/admission/review.js';
 import { createCertificateAuthority, createSignedCertificate } from '../../src/tls/certificates.js';
 
 const SHUTDOWN_DELAY_MS = 2_000;

@@ -540,8 +540,8 @@ describe('deploy manifests', () => {
       expect(isHealthGated(set), `${name} health-gated`).toBe(name === 'web-gated');
       // what rollguard itself finds in the template
       expect(referencedObjects(set.spec!.template)).toEqual([
-        { kind: 'ConfigMap', name: 'app-config', optional: false },
-        { kind: 'Secret', name: 'app-secret', optional: false },
+        { kind: 'ConfigMap', name: 'app-config' },
+        { kind: 'Secret', name: 'app-secret' },
       ]);
       const spec = set.spec!.template.spec!;
       expect(spec.volumes?.some((v) => v.configMap?.name === 'app-config' || v.secret?.secretName === 'app-secret')).toBe(true);

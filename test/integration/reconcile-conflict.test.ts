@@ -9,7 +9,8 @@ import { Manager } from '../../src/manager.js';
 import { createMetrics } from '../../src/metrics.js';
 import { ENABLED_LABEL, annotationKey, type ObjectVersion } from '../../src/restarter/annotations.js';
 import { createRestarterController } from '../../src/restarter/controller.js';
-import { ConflictError, Reconciler } from '../../src/restarter/reconciler.js';
+import { ConflictError } from '../../src/kube/api-status.js';
+import { Reconciler } from '../../src/restarter/reconciler.js';
 import type { EventSpec, EventSubject } from '../../src/kube/events.js';
 
 // A write by the set's owner between rollguard's read and its patch must never be lost.
@@ -53,6 +54,8 @@ describe('restarter and a concurrent owner write', () => {
       lookup: (kind, _ns, name) => (kind === 'ConfigMap' && name === 'cfg' ? version : undefined),
       cachesSynced: () => true,
       cacheProgress: () => '',
+      readFresh: async () => ({ version, revision: '' }),
+      minRestartIntervalMs: 0,
       patchStatefulSet: (ns, name, ops) => apps.patchNamespacedStatefulSet({ name, namespace: ns, body: ops }),
       events: { record: async (subject, spec) => void recorded.push({ subject, spec }) },
       restartLimiter: { take: async () => {} },

@@ -6,7 +6,7 @@ import { AdmissionregistrationV1Api } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createMetrics } from '../../src/metrics.js';
-import { ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND } from '../../src/restarter/admission-review.js';
+import { ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND } from '../../src/admission/review.js';
 import { createWebhookServer, type AdmissionHandler, type WebhookServer } from '../../src/server/webhook-server.js';
 import { createCertificateSource, type CertificateSource } from '../../src/tls/certificate-source.js';
 import {
@@ -77,7 +77,7 @@ describe('bring-your-own certificate files, called by the real API server', () =
       metrics,
     });
     await source.start(sourceStop.signal);
-    server = createWebhookServer({ host: '127.0.0.1', port: 0, certificates: source, handler, isReady: () => source.ready(), logger, metrics });
+    server = createWebhookServer({ host: '127.0.0.1', port: 0, certificates: source, handler, readiness: () => ({ ready: source.ready(), reasons: source.ready() ? [] : ['certificate not loaded'] }), logger, metrics });
     await server.start(serverStop.signal);
     await admission.createMutatingWebhookConfiguration({
       body: {

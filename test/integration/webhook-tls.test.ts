@@ -7,7 +7,7 @@ import {
 import { pino } from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createMetrics, type Metrics } from '../../src/metrics.js';
-import { ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND, parseAdmissionReview } from '../../src/restarter/admission-review.js';
+import { ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND, parseAdmissionReview } from '../../src/admission/review.js';
 import { createWebhookServer, type AdmissionHandler, type WebhookServer } from '../../src/server/webhook-server.js';
 import { bundleHolds, caBundlePem, observedWebhookConfiguration } from '../../src/tls/ca-bundle.js';
 import { createCertificateSource, type CertificateSource, type CertificateSourceOptions } from '../../src/tls/certificate-source.js';
@@ -109,7 +109,7 @@ async function startWebhook(opts: Omit<CertificateSourceOptions, 'logger' | 'met
     port: 0,
     certificates: source,
     handler,
-    isReady: () => source.ready(),
+    readiness: () => ({ ready: source.ready(), reasons: source.ready() ? [] : ['certificate not loaded'] }),
     logger,
     metrics,
     maxRequestsPerConnection,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseAdmissionReview } from '../../src/restarter/admission-review.js';
+import { parseAdmissionReview } from '../../src/admission/review.js';
 
 function body(request: unknown, overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request, ...overrides };

@@ -2,8 +2,9 @@ import { describe, expect, it } from 'vitest';
 import jsonpatch from 'fast-json-patch';
 import type { Operation } from 'fast-json-patch';
 import type { V1StatefulSet } from '@kubernetes/client-node';
-import { admissionResponseFor, admit, type AdmissionDeps, type TemplateMutator } from '../../src/restarter/admission.js';
-import type { AdmissionRequest, AdmissionReview } from '../../src/restarter/admission-review.js';
+import { admit, type AdmissionDeps } from '../../src/admission/admit.js';
+import type { Mutator as TemplateMutator } from '../../src/admission/mutators.js';
+import { admissionResponseFor, type AdmissionRequest, type AdmissionReview } from '../../src/admission/review.js';
 import {
   ABSENT,
   annotationKey,

@@ -7,9 +7,11 @@ import {
   annotationKey,
   annotationTarget,
   desiredAnnotations,
+  FROZEN_ANNOTATION,
   IGNORE_CONFIGMAPS_ANNOTATION,
   IGNORE_SECRETS_ANNOTATION,
   isRollguardAnnotation,
+  planAnnotations,
   withDesiredAnnotations,
   type DesiredAnnotation,
   type ObjectVersion,
@@ -304,7 +306,9 @@ describe('desiredAnnotations with a lagging cache', () => {
   it.each([
     ['keeps a newer version of the same object that another replica wrote', 'u1/20', '10', 'u1/20'],
     ['moves forward to the newer cached version', 'u1/10', '20', 'u1/20'],
-    ['takes the cached version of a recreated object (other uid)', 'u0/99', '10', 'u1/10'],
+    // a stale cache holding an older object (another uid) must not move the annotation back
+    ['keeps a stored version newer than the cached one, whatever its uid', 'u0/99', '10', 'u0/99'],
+    ['takes a recreated object (other uid, larger resourceVersion)', 'u0/9', '10', 'u1/10'],
     ['replaces absent', 'absent', '10', 'u1/10'],
     ['ignores a value it cannot read', 'garbage', '10', 'u1/10'],
   ])('%s', (_what, current, cachedRv, want) => {
@@ -312,3 +316,56 @@ describe('desiredAnnotations with a lagging cache', () => {
     expect(d!.value).toBe(want);
   });
 });
+
+describe('planAnnotations', () => {
+  const template = {
+    metadata: { annotations: {} as Record<string, string> },
+    spec: { containers: [{ name: 'c', envFrom: [{ configMapRef: { name: 'cfg' } }] }] },
+  };
+  const key = annotationKey('ConfigMap', 'cfg');
+  const plan = (opts: { stored?: string; cached?: ObjectVersion; progress?: string; storedAt?: string; annotations?: Record<string, string> }) =>
+    planAnnotations({
+      namespace: 'ns',
+      annotations: opts.annotations,
+      template,
+      stored: opts.stored === undefined ? {} : { [key]: opts.stored },
+      storedAt: opts.storedAt,
+      lookup: () => opts.cached,
+      cacheProgress: opts.progress === undefined ? undefined : () => opts.progress!,
+    });
+  const cached = (rv: string, ignored = false): ObjectVersion => ({ uid: 'u2', resourceVersion: rv, ignored });
+
+  it.each([
+    // a lagging replica's cache does not know the object yet: absent must not replace the stored version
+    { name: 'absent from a cache behind the stored version is held back', stored: 'u1/200', progress: '150', want: 'u1/200', held: true },
+    { name: 'absent from a cache past the stored version: the object was deleted', stored: 'u1/200', progress: '250', want: ABSENT, held: false },
+    { name: 'a version older than the stored one, another uid: held back', stored: 'u1/200', cached: cached('100'), progress: '150', want: 'u1/200', held: true },
+    { name: 'stored absent, a version newer than the workload: taken', stored: ABSENT, storedAt: '300', cached: cached('310'), progress: '310', want: 'u2/310', held: false },
+    { name: 'stored absent, an old version from a cache behind the workload: held back', stored: ABSENT, storedAt: '300', cached: cached('100'), progress: '250', want: ABSENT, held: true },
+    { name: 'stored absent, an old version from a cache past the workload: taken', stored: ABSENT, storedAt: '300', cached: cached('100'), progress: '320', want: 'u2/100', held: false },
+  ])('$name', ({ stored, cached: c, progress, storedAt, want, held }) => {
+    const result = plan({ stored, cached: c, progress, storedAt });
+    expect(result.desired.map((d) => d.value)).toEqual([want]);
+    expect(result.heldBack.length > 0).toBe(held);
+  });
+
+  it('freezes an ignored object at its stored value, also once it is gone, and tracks it again when it comes back unignored', () => {
+    const ignoredNow = plan({ stored: 'u1/200', cached: cached('210', true) });
+    expect(ignoredNow.desired.map((d) => d.value)).toEqual(['u1/200']);
+    expect(ignoredNow.frozen).toEqual(['ConfigMap/cfg']);
+    const annotations = { [FROZEN_ANNOTATION]: ignoredNow.frozen.join(',') };
+    const gone = plan({ stored: 'u1/200', annotations });
+    expect(gone.desired.map((d) => d.value)).toEqual(['u1/200']);
+    expect(gone.frozen).toEqual(['ConfigMap/cfg']);
+    const back = plan({ stored: 'u1/200', cached: cached('400'), annotations });
+    expect(back.desired.map((d) => d.value)).toEqual(['u2/400']);
+    expect(back.frozen).toEqual([]);
+  });
+
+  it('keeps the value of a reference opted out by the workload, and adds none for a new one', () => {
+    const annotations = { [IGNORE_CONFIGMAPS_ANNOTATION]: 'cfg' };
+    expect(plan({ stored: 'u1/200', cached: cached('300'), annotations }).desired.map((d) => d.value)).toEqual(['u1/200']);
+    expect(plan({ cached: cached('300'), annotations }).desired).toEqual([]);
+  });
+});
+

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseArgs, parseDuration } from '../../src/config.js';
+import { DEFAULT_DEBOUNCE_MS, DEFAULT_MAX_RESTARTS_PER_SECOND, DEFAULT_RESYNC_PERIOD_MS, DEFAULT_WORKERS } from '../../src/restarter/controller.js';
+import { DEFAULT_CA_VALIDITY_SECONDS, DEFAULT_SERVING_KEY_BITS, DEFAULT_SERVING_VALIDITY_SECONDS, renewalPolicy } from '../../src/tls/rotator.js';
 
 const parse = (argv: string[], env: Record<string, string> = {}) => parseArgs(argv, env, 'serve').config;
 
@@ -24,6 +26,19 @@ describe('parseArgs', () => {
     expect(c.leaderElection).toBe(true);
     expect(c.watchNamespaces).toEqual([]);
     expect(c.shutdownDelay).toBeLessThan(c.shutdownTimeout);
+  });
+
+  it('defaults every flag to what the part it configures does without it', () => {
+    const c = parse([]);
+    expect(c.caValidity).toBe(DEFAULT_CA_VALIDITY_SECONDS * 1000);
+    expect(c.certValidity).toBe(DEFAULT_SERVING_VALIDITY_SECONDS * 1000);
+    expect(c.keyBits).toBe(DEFAULT_SERVING_KEY_BITS);
+    const policy = renewalPolicy({ serviceName: 's', namespace: 'n' });
+    expect(policy.caKeyBits).toBe(c.keyBits);
+    expect(c.debounce).toBe(DEFAULT_DEBOUNCE_MS);
+    expect(c.maxRestartsPerSecond).toBe(DEFAULT_MAX_RESTARTS_PER_SECOND);
+    expect(c.workers).toBe(DEFAULT_WORKERS);
+    expect(c.resyncPeriod).toBe(DEFAULT_RESYNC_PERIOD_MS);
   });
 
   it('takes --flag value, --flag=value and bare booleans', () => {

@@ -1,6 +1,11 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ANNOTATION_PREFIX } from '../../src/restarter/annotations.js';
+import {
+  ANNOTATION_PREFIX,
+  FROZEN_ANNOTATION,
+  LAST_RESTART_ANNOTATION,
+  RESTART_REASON_ANNOTATION,
+} from '../../src/restarter/annotations.js';
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
 
 const read = (file: string): string => fs.readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8');
@@ -20,7 +25,7 @@ function setAnnotations(file: string): string[] {
 // missing here would have the fence deny rollguard's own patch.
 describe('the fence (deploy/base/admission-policy.yaml)', () => {
   it('lets rollguard write every StatefulSet annotation it writes, and no other', () => {
-    expect(setAnnotations(BASE)).toEqual([LAST_STEP_ANNOTATION]);
+    expect(setAnnotations(BASE)).toEqual([LAST_STEP_ANNOTATION, LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION]);
   });
 
   it('carries the same list in the Helm chart and in README', () => {

@@ -5,13 +5,14 @@ import pino from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { createMetrics } from '../../src/metrics.js';
-import { ENABLED_LABEL, annotationKey, desiredAnnotations, annotationChanges, type ObjectVersion } from '../../src/restarter/annotations.js';
+import { ENABLED_LABEL, LAST_RESTART_ANNOTATION, annotationKey, desiredAnnotations, annotationChanges, type ObjectVersion } from '../../src/restarter/annotations.js';
+import { ConflictError } from '../../src/kube/api-status.js';
+import { describeChange } from '../../src/restarter/change-text.js';
 import {
-  ConflictError,
   Reconciler,
   annotationPatch,
-  describeChange,
   patchReason,
+  type FreshRead,
   type ReconcilerDeps,
 } from '../../src/restarter/reconciler.js';
 import type { ObjectKind } from '../../src/restarter/references.js';
@@ -98,16 +99,33 @@ describe('patchReason', () => {
 });
 
 describe('Reconciler', () => {
-  function harness(opts: { cached: V1StatefulSet | undefined; versions?: Record<string, ObjectVersion>; progress?: string; synced?: boolean; patchError?: unknown }) {
+  function harness(opts: {
+    cached: V1StatefulSet | undefined;
+    versions?: Record<string, ObjectVersion>;
+    progress?: string;
+    synced?: boolean;
+    patchError?: unknown;
+    minRestartIntervalMs?: number;
+    now?: Date;
+    fresh?: FreshRead;
+  }) {
     const patches: Operation[][] = [];
     const events: string[] = [];
     let tokens = 0;
+    let freshReads = 0;
+    let clock = opts.now ?? new Date('2026-12-01T10:00:00Z');
     const metrics = createMetrics(new Registry());
     const deps: ReconcilerDeps = {
       statefulSet: () => opts.cached,
       lookup: (kind, _ns, name) => opts.versions?.[`${kind}/${name}`],
       cachesSynced: () => opts.synced ?? true,
       cacheProgress: () => opts.progress ?? '1000',
+      readFresh: async () => {
+        freshReads++;
+        return opts.fresh ?? { version: undefined, revision: '1000' };
+      },
+      minRestartIntervalMs: opts.minRestartIntervalMs ?? 0,
+      now: () => clock,
       patchStatefulSet: async (_ns, _name, ops) => {
         if (opts.patchError) throw opts.patchError;
         patches.push(ops);
@@ -118,7 +136,17 @@ describe('Reconciler', () => {
       logger: pino({ level: 'silent' }),
       metrics,
     };
-    return { reconciler: new Reconciler(deps), patches, events, tokens: () => tokens, metrics };
+    return {
+      reconciler: new Reconciler(deps),
+      patches,
+      events,
+      tokens: () => tokens,
+      freshReads: () => freshReads,
+      metrics,
+      advance: (ms: number) => {
+        clock = new Date(clock.getTime() + ms);
+      },
+    };
   }
   const signal = new AbortController().signal;
   const versions = { 'ConfigMap/app': { uid: 'u1', resourceVersion: '845', ignored: false }, 'Secret/creds': { uid: 'u2', resourceVersion: '3', ignored: false } };
@@ -172,5 +200,56 @@ describe('Reconciler', () => {
     expect(conflict.events).toEqual([]);
     const broken = harness({ cached: set({ [CM]: 'u1/1' }), versions, patchError: Object.assign(new Error('forbidden'), { code: 403 }) });
     await expect(broken.reconciler.reconcile('ns/web', signal)).rejects.toThrow('patching the pod template annotations of StatefulSet ns/web: forbidden');
+  });
+
+  it('patches at most once per restart floor: a change within it is deferred with one Event, then the newest wins', async () => {
+    const lastRestart = '2026-12-01T09:59:30.000Z';
+    const cached = set({ [CM]: 'u1/812', [SECRET]: 'u2/3' });
+    cached.metadata!.annotations = { [LAST_RESTART_ANNOTATION]: lastRestart };
+    const h = harness({ cached, versions, minRestartIntervalMs: 60_000 });
+    await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ requeueAfterMs: 30_000 });
+    await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ requeueAfterMs: 30_000 });
+    expect(h.patches).toEqual([]);
+    expect(h.events).toEqual([
+      'StatefulSet ns/web@100 Normal RestartsDeferred: Restart deferred until 2026-12-01T10:00:30.000Z (at most one per 60 s): ConfigMap app changed (resourceVersion 812 → 845)',
+    ]);
+    expect((await h.metrics.restartsDeferred.get()).values[0]!.value).toBe(1);
+    h.advance(30_000);
+    await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+    // the floor moves with the patch: its time is written in the same patch
+    expect(h.patches[0]).toContainEqual({ op: 'replace', path: '/metadata/annotations/rollguard.io~1last-restart-at', value: '2026-12-01T10:00:30.000Z' });
+  });
+
+  it('turns the restart reason the webhook left into one Event, after removing it', async () => {
+    const cached = set({ [CM]: 'u1/845', [SECRET]: 'u2/3' });
+    cached.metadata!.annotations = { 'rollguard.io/restart-reason': 'ConfigMap app changed (resourceVersion 812 → 845)' };
+    const h = harness({ cached, versions });
+    await h.reconciler.reconcile('ns/web', signal);
+    expect(h.patches).toEqual([
+      [
+        { op: 'test', path: '/metadata/resourceVersion', value: '100' },
+        { op: 'remove', path: '/metadata/annotations/rollguard.io~1restart-reason' },
+      ],
+    ]);
+    expect(h.events).toEqual([
+      "StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app changed (resourceVersion 812 → 845) (applied at admission, with the owner's change to the template)",
+    ]);
+    expect((await h.metrics.restarts.get()).values).toEqual([expect.objectContaining({ labels: { kind: 'ConfigMap' }, value: 1 })]);
+  });
+
+  it('waits for a lagging cache with no time limit, and corrects a stored version from the future only on a fresh read', async () => {
+    // 900 stored, the cache at 850 holds 845: a lagging cache; the fresh read says the store is at 950
+    const lagging = harness({ cached: set({ [CM]: 'u0/900', [SECRET]: 'u2/3' }), versions, progress: '850', fresh: { version: versions['ConfigMap/app'], revision: '950' } });
+    for (let i = 0; i < 3; i++) {
+      expect((await lagging.reconciler.reconcile('ns/web', signal)).requeueAfterMs).toBeGreaterThan(0);
+      lagging.advance(10 * 60_000);
+    }
+    expect(lagging.patches).toEqual([]);
+    expect(lagging.freshReads()).toBe(2);
+    // the same, but the store is at 860 < 900: etcd came back from a backup
+    const restored = harness({ cached: set({ [CM]: 'u0/900', [SECRET]: 'u2/3' }), versions, progress: '850', fresh: { version: versions['ConfigMap/app'], revision: '860' } });
+    await restored.reconciler.reconcile('ns/web', signal);
+    restored.advance(6_000);
+    await expect(restored.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
   });
 });

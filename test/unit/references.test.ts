@@ -6,8 +6,8 @@ function template(spec: { containers?: V1Container[]; initContainers?: V1Contain
   return { spec: { containers: spec.containers ?? [{ name: 'app' }], initContainers: spec.initContainers, volumes: spec.volumes } };
 }
 
-const cm = (name: string, optional = false): Reference => ({ kind: 'ConfigMap', name, optional });
-const secret = (name: string, optional = false): Reference => ({ kind: 'Secret', name, optional });
+const cm = (name: string): Reference => ({ kind: 'ConfigMap', name });
+const secret = (name: string): Reference => ({ kind: 'Secret', name });
 
 describe('referencedObjects', () => {
   const cases: { name: string; template: V1PodTemplateSpec | undefined; want: Reference[] }[] = [
@@ -42,7 +42,7 @@ describe('referencedObjects', () => {
           },
         ],
       }),
-      want: [cm('proj-cm', true), secret('proj-secret')],
+      want: [cm('proj-cm'), secret('proj-secret')],
     },
     {
       name: 'env value sources, field refs ignored',
@@ -59,7 +59,7 @@ describe('referencedObjects', () => {
           },
         ],
       }),
-      want: [cm('settings'), secret('creds', true)],
+      want: [cm('settings'), secret('creds')],
     },
     {
       name: 'envFrom',
@@ -101,7 +101,7 @@ describe('referencedObjects', () => {
       want: [cm('same'), secret('same')],
     },
     {
-      name: 'optional only when every reference is optional',
+      name: 'one entry per object, optional or not, however many places reference it',
       template: template({
         volumes: [
           { name: 'a', configMap: { name: 'all-optional', optional: true } },
@@ -119,7 +119,7 @@ describe('referencedObjects', () => {
           },
         ],
       }),
-      want: [cm('all-optional', true), cm('one-required'), secret('unset-means-required')],
+      want: [cm('all-optional'), cm('one-required'), secret('unset-means-required')],
     },
     {
       name: 'empty and missing names are skipped',

@@ -1,13 +1,14 @@
 import { Readable } from 'node:stream';
 import pino from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { waitUntil } from '../env/wait.js';
 import { MetadataStore, decodeMetadata, type MetadataItem } from '../../src/kube/metadata-cache.js';
 import { ApiStatusError, type RawGet } from '../../src/kube/raw-api.js';
-import { Reflector, resourceUrlPath, retryDelayMs, type ListWatchClient, type ReflectorOptions } from '../../src/kube/reflector.js';
+import { Reflector, resourceUrlPath, retryDelayMs, watchIdleLimitMs, type ListWatchClient, type ReflectorOptions } from '../../src/kube/reflector.js';
 
 type ListAnswer = { rv: string; items: unknown[]; continue?: string } | Error;
-/** Watch lines to send before the server ends the watch, or an error to fail the request with. */
-type WatchAnswer = unknown[] | Error;
+/** Watch lines to send before the server ends the watch, lines after which the stream goes silent, or an error. */
+type WatchAnswer = unknown[] | { silentAfter: unknown[] } | Error;
 
 const obj = (name: string, rv: string): unknown => ({ metadata: { namespace: 'ns', name, uid: `uid-${name}`, resourceVersion: rv } });
 const event = (type: string, object: unknown): unknown => ({ type, object });
@@ -33,8 +34,9 @@ class ScriptedApi implements ListWatchClient {
     this.requests.push({ kind: 'watch', query: new URL(req.path, 'http://x').searchParams, accept: req.accept });
     const answer = this.watches.shift();
     if (answer instanceof Error) throw answer;
-    if (answer) return Readable.from(answer.map((line) => `${JSON.stringify(line)}\n`));
+    if (Array.isArray(answer)) return Readable.from(answer.map((line) => `${JSON.stringify(line)}\n`));
     const open = new Readable({ read() {} });
+    for (const line of answer?.silentAfter ?? []) open.push(`${JSON.stringify(line)}\n`);
     req.signal?.addEventListener('abort', () => open.destroy(Object.assign(new Error('aborted'), { name: 'AbortError' })), { once: true });
     return open;
   }
@@ -229,3 +231,30 @@ describe('resourceUrlPath', () => {
     expect(resourceUrlPath({ group: 'apps', version: 'v1', plural: 'statefulsets' }, 'prod')).toBe('/apis/apps/v1/namespaces/prod/statefulsets');
   });
 });
+
+describe('watchIdleLimitMs', () => {
+  it.each([
+    { name: 'a server that sends bookmarks: two intervals', bookmarksSeen: true, want: 120_000 },
+    { name: 'no bookmark seen yet: until the server ends the watch, plus slack', bookmarksSeen: false, want: 330_000 },
+  ])('$name', ({ bookmarksSeen, want }) => {
+    expect(watchIdleLimitMs({ bookmarksSeen, timeoutSeconds: 300, slackMs: 30_000, idleTimeoutMs: 120_000 })).toBe(want);
+  });
+});
+
+describe('Reflector: a watch that stops delivering', () => {
+  it('is restarted once it is silent for the idle timeout after a bookmark, and resumes from the bookmark', async () => {
+    const bookmark = event('BOOKMARK', { metadata: { resourceVersion: '7' } });
+    const api = new ScriptedApi([{ rv: '5', items: [obj('a', '5')] }], [{ silentAfter: [bookmark] }, { silentAfter: [] }]);
+    const { reflector, stop } = reflectorOver(api, undefined, { watchIdleTimeoutMs: 50, watchTimeoutSeconds: 300 });
+    try {
+      const watches = () => api.requests.filter((r) => r.kind === 'watch');
+      await waitUntil('a second watch', () => watches().length >= 2 || `${watches().length} watch(es)`, { timeoutMs: 5_000 });
+      expect(watches()[1]!.query.get('resourceVersion')).toBe('7');
+      expect(api.requests.filter((r) => r.kind === 'list')).toHaveLength(1);
+      expect(reflector.lastEventTime()).toBeGreaterThan(0);
+    } finally {
+      await stop();
+    }
+  });
+});
+

@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { ReverseIndex } from '../../src/restarter/reverse-index.js';
 import type { Reference } from '../../src/restarter/references.js';
 
-const cm = (name: string): Reference => ({ kind: 'ConfigMap', name, optional: false });
-const secret = (name: string): Reference => ({ kind: 'Secret', name, optional: false });
+const cm = (name: string): Reference => ({ kind: 'ConfigMap', name });
+const secret = (name: string): Reference => ({ kind: 'Secret', name });
 
 describe('ReverseIndex', () => {
   it('finds the sets that reference an object, by kind and namespace', () => {

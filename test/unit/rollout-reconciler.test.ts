@@ -9,7 +9,8 @@ import { createMetrics } from '../../src/metrics.js';
 import { HEALTH_GATED_ANNOTATION, HEALTH_GATED_VALUE, HEALTH_URL_ANNOTATION } from '../../src/rollout/decision.js';
 import type { HealthResult } from '../../src/rollout/health-probe.js';
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
-import { RolloutConflictError, RolloutReconciler } from '../../src/rollout/reconciler.js';
+import { ConflictError } from '../../src/kube/api-status.js';
+import { RolloutReconciler } from '../../src/rollout/reconciler.js';
 
 const KEY = 'shop/web';
 const OLD = 'web-5d8f7c';
@@ -165,7 +166,7 @@ describe('RolloutReconciler', () => {
     expect(partitionOf(h.server())).toBe(2);
     // and a second process acting on the stale view is refused by the API server
     h.setCached(makeSet({ partition: 3 }));
-    await expect(h.newReconciler().reconcile(KEY)).rejects.toBeInstanceOf(RolloutConflictError);
+    await expect(h.newReconciler().reconcile(KEY)).rejects.toBeInstanceOf(ConflictError);
     expect(partitionOf(h.server())).toBe(2);
     expect(h.events.filter((e) => e.reason === 'PartitionUpdate')).toHaveLength(1);
   });
@@ -225,7 +226,7 @@ describe('RolloutReconciler', () => {
     expect(gone.events).toEqual([]);
     const changed = harness(makeSet({ current: OLD, update: OLD }), pods);
     changed.failDeletes(409);
-    await expect(changed.reconciler.reconcile(KEY)).rejects.toBeInstanceOf(RolloutConflictError);
+    await expect(changed.reconciler.reconcile(KEY)).rejects.toBeInstanceOf(ConflictError);
     expect(changed.events).toEqual([]);
   });
 

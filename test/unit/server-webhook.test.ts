@@ -113,7 +113,7 @@ describe('webhook server over TLS on 127.0.0.1', () => {
       port: 0,
       certificates: source,
       handler,
-      isReady: () => ready,
+      readiness: () => ({ ready, reasons: ready ? [] : ['caches not synced'] }),
       logger: pino({ level: 'silent' }),
       metrics: createMetrics(),
     });
@@ -194,7 +194,7 @@ describe('webhook server over TLS on 127.0.0.1', () => {
     expect(res.body).toEqual({ reason: expect.stringMatching(/POST \/mutate/) });
   });
 
-  it('serves /healthz always and /readyz from isReady', async () => {
+  it('serves /healthz always and /readyz from readiness', async () => {
     expect((await send(port, ca.certPem, { method: 'GET', path: '/healthz' })).status).toBe(200);
     expect((await send(port, ca.certPem, { method: 'GET', path: '/readyz' })).status).toBe(200);
     ready = false;
@@ -252,7 +252,7 @@ describe('webhook server shutdown', () => {
       port: 0,
       certificates: staticCertificateSource(leaf),
       handler: (body) => ({ status: 200, body: { uid: (body as { request: { uid: string } }).request.uid } }),
-      isReady: () => true,
+      readiness: () => ({ ready: true, reasons: [] }),
       logger: pino({ level: 'silent' }),
       metrics: createMetrics(),
     });

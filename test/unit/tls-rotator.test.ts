@@ -67,7 +67,7 @@ describe('renewalPolicy', () => {
   it('sizes the CA key like the serving key unless told otherwise', () => {
     expect(renewalPolicy({ ...base, keyBits: 4096 })).toMatchObject({ servingKeyBits: 4096, caKeyBits: 4096 });
     expect(renewalPolicy({ ...base, keyBits: 2048, caKeyBits: 3072 })).toMatchObject({ servingKeyBits: 2048, caKeyBits: 3072 });
-    expect(renewalPolicy(base)).toMatchObject({ servingKeyBits: 2048, caKeyBits: 3072 });
+    expect(renewalPolicy(base)).toMatchObject({ servingKeyBits: 2048, caKeyBits: 2048 });
   });
   it.each([
     [{ renewBeforeSeconds: 0 }, /renewBeforeSeconds: expected a positive number, got 0/],

@@ -1,3 +1,6 @@
+import type { Operation } from 'fast-json-patch';
+import { isJsonObject } from '../kube/json.js';
+
 export const ADMISSION_API_VERSION = 'admission.k8s.io/v1';
 export const ADMISSION_REVIEW_KIND = 'AdmissionReview';
 
@@ -69,10 +72,6 @@ export type ParsedAdmissionReview = { ok: true; review: AdmissionReview } | { ok
 
 const OPERATIONS: readonly string[] = ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'] satisfies AdmissionOperation[];
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 function shown(value: unknown): string {
   if (value === undefined) return 'nothing';
   if (value === null) return 'null';
@@ -82,7 +81,7 @@ function shown(value: unknown): string {
 }
 
 function groupVersionKindProblem(field: string, value: unknown): string | undefined {
-  if (!isRecord(value)) return `${field}: expected an object {group, version, kind}, got ${shown(value)}`;
+  if (!isJsonObject(value)) return `${field}: expected an object {group, version, kind}, got ${shown(value)}`;
   for (const part of ['group', 'version', 'kind'] as const) {
     if (typeof value[part] !== 'string') return `${field}.${part}: expected a string, got ${shown(value[part])}`;
   }
@@ -94,7 +93,7 @@ function groupVersionKindProblem(field: string, value: unknown): string | undefi
  * handler relies on is checked; the rest is taken as the API server sent it.
  */
 export function parseAdmissionReview(body: unknown): ParsedAdmissionReview {
-  if (!isRecord(body)) return { ok: false, reason: `body: expected an AdmissionReview object, got ${shown(body)}` };
+  if (!isJsonObject(body)) return { ok: false, reason: `body: expected an AdmissionReview object, got ${shown(body)}` };
   if (body.apiVersion !== ADMISSION_API_VERSION) {
     return { ok: false, reason: `apiVersion: expected "${ADMISSION_API_VERSION}", got ${shown(body.apiVersion)}` };
   }
@@ -102,7 +101,7 @@ export function parseAdmissionReview(body: unknown): ParsedAdmissionReview {
     return { ok: false, reason: `kind: expected "${ADMISSION_REVIEW_KIND}", got ${shown(body.kind)}` };
   }
   const request = body.request;
-  if (!isRecord(request)) return { ok: false, reason: `request: expected an object, got ${shown(request)}` };
+  if (!isJsonObject(request)) return { ok: false, reason: `request: expected an object, got ${shown(request)}` };
   if (typeof request.uid !== 'string' || request.uid === '') {
     return { ok: false, reason: `request.uid: expected a non-empty string, got ${shown(request.uid)}` };
   }
@@ -116,4 +115,14 @@ export function parseAdmissionReview(body: unknown): ParsedAdmissionReview {
   }
   // The checks above cover every field the handler reads without a guard.
   return { ok: true, review: body as unknown as AdmissionReview };
+}
+
+/** An allowing review response for `uid`, carrying `ops` as a JSON Patch when there are any. */
+export function admissionResponseFor(uid: string, ops: Operation[]): AdmissionReview {
+  const response: AdmissionResponse = { uid, allowed: true };
+  if (ops.length > 0) {
+    response.patchType = 'JSONPatch';
+    response.patch = Buffer.from(JSON.stringify(ops)).toString('base64');
+  }
+  return { apiVersion: ADMISSION_API_VERSION, kind: ADMISSION_REVIEW_KIND, response };
 }

@@ -1,0 +1,48 @@
+import type { VersionLookup } from '../restarter/annotations.js';
+import type { ObjectKind } from '../restarter/references.js';
+import { isJsonObject } from '../kube/json.js';
+import { composeMutators, type Mutator } from './mutators.js';
+import { restarterMutator } from './restarter-mutator.js';
+import { admissionResponseFor, type AdmissionOperation, type AdmissionRequest, type AdmissionReview } from './review.js';
+
+export interface AdmissionDeps {
+  /** Until the caches have synced every version would look absent: only what needs no cache is patched. */
+  cachesSynced: boolean;
+  lookup: VersionLookup;
+  /** How far the cache of `kind` has seen in `namespace`: a candidate from a lagging cache never replaces a newer stored value. */
+  cacheProgress?: (kind: ObjectKind, namespace: string) => string;
+  /** Mutators after the restarter's, each on the object as the one before it left it. */
+  mutators?: Mutator[];
+}
+
+/** The writes the webhook mutates: the pod-template workloads, created or updated (not a subresource). */
+interface Route {
+  group: string;
+  version: string;
+  kind: string;
+  operations: readonly AdmissionOperation[];
+}
+
+const ROUTES: readonly Route[] = [{ group: 'apps', version: 'v1', kind: 'StatefulSet', operations: ['CREATE', 'UPDATE'] }];
+
+function routed(request: AdmissionRequest): boolean {
+  const { group, version, kind } = request.kind;
+  // a subresource write (status, scale) cannot change the template
+  if (request.subResource) return false;
+  return ROUTES.some((r) => r.group === group && r.version === version && r.kind === kind && r.operations.includes(request.operation));
+}
+
+/**
+ * Answers a review: always allowed, patched only for a routed write whose mutators call for it:
+ * the restarter's annotations first, then `deps.mutators`. No side effects, so a dry run is
+ * answered the same way.
+ */
+export function admit(review: AdmissionReview, deps: AdmissionDeps): AdmissionReview {
+  const request = review.request;
+  if (!request) throw new TypeError('admit: the AdmissionReview has no request; check it with parseAdmissionReview');
+  const object = request.object;
+  if (!routed(request) || !isJsonObject(object)) return admissionResponseFor(request.uid, []);
+  const restarter = restarterMutator({ cachesSynced: deps.cachesSynced, lookup: deps.lookup, cacheProgress: deps.cacheProgress });
+  const ops = composeMutators(request, object, [restarter, ...(deps.cachesSynced ? (deps.mutators ?? []) : [])]);
+  return admissionResponseFor(request.uid, ops);
+}

@@ -1,0 +1,40 @@
+import type { Logger } from 'pino';
+import type { AdmissionHandler } from '../server/webhook-server.js';
+import type { Metrics } from '../metrics.js';
+import type { VersionLookup } from '../restarter/annotations.js';
+import { admit } from './admit.js';
+import type { Mutator } from './mutators.js';
+import { admissionResponseFor, parseAdmissionReview } from './review.js';
+
+export interface AdmissionHandlerOptions {
+  cachesSynced: () => boolean;
+  lookup: VersionLookup;
+  mutators?: Mutator[];
+  metrics: Metrics;
+  logger?: Logger;
+}
+
+/**
+ * `/mutate`'s decision: a 400 with the reason for a review it cannot answer, else always allowed.
+ * A mutator that fails is a bug of ours: the write goes through unpatched (the loop catches up),
+ * it never fails with a 500.
+ */
+export function createAdmissionHandler(opts: AdmissionHandlerOptions): AdmissionHandler {
+  return (body) => {
+    const parsed = parseAdmissionReview(body);
+    if (!parsed.ok) return { status: 400, body: { reason: parsed.reason } };
+    const synced = opts.cachesSynced();
+    let response;
+    try {
+      response = admit(parsed.review, { cachesSynced: synced, lookup: opts.lookup, mutators: opts.mutators });
+    } catch (err) {
+      const request = parsed.review.request;
+      opts.logger?.error({ err, uid: request?.uid, kind: request?.kind.kind, namespace: request?.namespace, name: request?.name }, 'admission failed; allowed without a patch');
+      opts.metrics.admissionReviews.inc({ result: 'error' });
+      return { status: 200, body: admissionResponseFor(request?.uid ?? '', []) };
+    }
+    const result = !synced ? 'not_synced' : response.response?.patch ? 'patched' : 'unchanged';
+    opts.metrics.admissionReviews.inc({ result });
+    return { status: 200, body: response };
+  };
+}

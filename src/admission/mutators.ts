@@ -1,0 +1,31 @@
+import jsonpatch, { type Operation } from 'fast-json-patch';
+import type { AdmissionRequest } from './review.js';
+
+/**
+ * One mutation of an admitted object: the JSON Patch operations it calls for. `object` is the
+ * object as the mutators before it left it; a mutator never changes it itself.
+ */
+export type Mutator = (request: AdmissionRequest, object: Record<string, unknown>) => Operation[];
+
+/**
+ * Runs the mutators in order, each on the object as the previous ones left it, and returns the
+ * patch from the submitted object to the final one: every mutator's operations, in order. The
+ * submitted object is copied only when a mutator patches and another one follows.
+ */
+export function composeMutators(request: AdmissionRequest, object: Record<string, unknown>, mutators: readonly Mutator[]): Operation[] {
+  const ops: Operation[] = [];
+  let working = object;
+  mutators.forEach((mutate, i) => {
+    const own = mutate(request, working);
+    if (own.length === 0) return;
+    ops.push(...own);
+    if (i === mutators.length - 1) return;
+    if (working === object) working = structuredClone(object);
+    try {
+      jsonpatch.applyPatch(working, own, false, true);
+    } catch (err) {
+      throw new Error(`mutator ${i + 1} of ${mutators.length} wrote a patch that does not apply: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    }
+  });
+  return ops;
+}

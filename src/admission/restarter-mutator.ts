@@ -1,0 +1,103 @@
+import type { V1ObjectMeta, V1PodTemplateSpec } from '@kubernetes/client-node';
+import { isJsonObject, sameJson } from '../kube/json.js';
+import {
+  LAST_RESTART_ANNOTATION,
+  RESTART_REASON_ANNOTATION,
+  annotationChanges,
+  annotationKey,
+  planAnnotations,
+  storedAnnotations,
+  templateBesidesRollguard,
+  type DesiredAnnotation,
+  type VersionLookup,
+} from '../restarter/annotations.js';
+import { describeChange } from '../restarter/change-text.js';
+import { templateAnnotationOps, workloadAnnotationOps } from '../restarter/patch.js';
+import { referencedObjects, type ObjectKind } from '../restarter/references.js';
+import type { Mutator } from './mutators.js';
+
+interface WorkloadShape {
+  metadata?: V1ObjectMeta;
+  spec?: { template?: V1PodTemplateSpec | null } | null;
+}
+
+export interface RestarterMutatorDeps {
+  /** Until the caches have synced every version would look absent: only what needs no cache is done. */
+  cachesSynced: boolean;
+  /** Versions from the in-memory caches; no API call. */
+  lookup: VersionLookup;
+  /** How far the cache of `kind` has seen in `namespace`. */
+  cacheProgress?: (kind: ObjectKind, namespace: string) => string;
+}
+
+/**
+ * The pod template's rollguard annotations at admission.
+ * - CREATE: every reference gets the version the caches know, so the first rollout is the only one.
+ * - UPDATE, template unchanged besides rollguard's keys (an annotate, a re-apply, a scale, our own
+ *   partition step): the old object's values are kept as they are, from `oldObject`, with no cache.
+ *   A version bump of an unchanged template is the loop's: debounced, paced, with an Event.
+ * - UPDATE by rollguard's own loop (it changes LAST_RESTART_ANNOTATION in every template patch):
+ *   taken as written; the loop has planned it, debounced, paced and explained it.
+ * - UPDATE that changes the template anyway: new references get the current version and stale ones
+ *   go; changed objects are bumped in the same write (one rollout, not two), and the bump is
+ *   written into RESTART_REASON_ANNOTATION so that the leader records its Event.
+ * Never a value older than the stored one (planAnnotations).
+ */
+export function restarterMutator(deps: RestarterMutatorDeps): Mutator {
+  return (request, object) => {
+    const workload = object as WorkloadShape;
+    const template = workload.spec?.template ?? undefined;
+    // On CREATE the object's own namespace is often still empty; the request's is authoritative.
+    const namespace = request.namespace || workload.metadata?.namespace || '';
+    const current = template?.metadata?.annotations ?? undefined;
+    const old = request.operation === 'UPDATE' && isJsonObject(request.oldObject) ? (request.oldObject as WorkloadShape) : undefined;
+    const oldTemplate = old?.spec?.template ?? undefined;
+    const templateChanged = old === undefined || !sameJson(templateBesidesRollguard(oldTemplate), templateBesidesRollguard(template));
+
+    if (old && writtenByTheLoop(old, workload)) return [];
+    if (old && (!templateChanged || !deps.cachesSynced)) {
+      // keep what the old object carried; what the caches would add is the loop's
+      const kept = storedAnnotations(oldTemplate?.metadata?.annotations);
+      const desired = templateChanged ? keptForReferences(kept, template, current) : kept;
+      return templateAnnotationOps(template?.metadata, desired, annotationChanges(current, desired));
+    }
+    if (!deps.cachesSynced) return [];
+
+    const plan = planAnnotations({
+      namespace,
+      annotations: workload.metadata?.annotations,
+      template,
+      stored: old ? oldTemplate?.metadata?.annotations : current,
+      storedAt: old?.metadata?.resourceVersion,
+      lookup: deps.lookup,
+      cacheProgress: deps.cacheProgress ? (kind) => deps.cacheProgress!(kind, namespace) : undefined,
+    });
+    const ops = templateAnnotationOps(template?.metadata, plan.desired, annotationChanges(current, plan.desired));
+    if (!old) return ops;
+    const bumps = annotationChanges(oldTemplate?.metadata?.annotations ?? undefined, plan.desired).filter((c) => c.from !== undefined && c.to !== undefined);
+    if (bumps.length === 0) return ops;
+    const reason = bumps.map(describeChange).join('; ');
+    const unconsumed = old.metadata?.annotations?.[RESTART_REASON_ANNOTATION];
+    const value = unconsumed && unconsumed !== reason && !unconsumed.endsWith(`; ${reason}`) ? `${unconsumed}; ${reason}` : reason;
+    return [...ops, ...workloadAnnotationOps(workload.metadata?.annotations, RESTART_REASON_ANNOTATION, value)];
+  };
+}
+
+/** The loop writes its restart time with every template patch; nobody else has a reason to. */
+function writtenByTheLoop(old: WorkloadShape, workload: WorkloadShape): boolean {
+  const before = old.metadata?.annotations?.[LAST_RESTART_ANNOTATION];
+  const after = workload.metadata?.annotations?.[LAST_RESTART_ANNOTATION];
+  return after !== undefined && after !== before;
+}
+
+/** For each reference of the new template: the old object's value, else the one the owner wrote; none without either. */
+function keptForReferences(kept: DesiredAnnotation[], template: V1PodTemplateSpec | undefined, current: Record<string, string> | undefined): DesiredAnnotation[] {
+  const old = new Map(kept.map((d) => [d.key, d.value]));
+  const desired: DesiredAnnotation[] = [];
+  for (const { kind, name } of referencedObjects(template)) {
+    const key = annotationKey(kind, name);
+    const value = old.get(key) ?? (current && Object.hasOwn(current, key) ? current[key] : undefined);
+    if (value !== undefined) desired.push({ key, kind, name, value });
+  }
+  return desired;
+}

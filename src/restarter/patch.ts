@@ -1,0 +1,40 @@
+import jsonpatch, { type Operation } from 'fast-json-patch';
+import { withDesiredAnnotations, type AnnotationChange, type DesiredAnnotation } from './annotations.js';
+
+const TEMPLATE_METADATA_PATH = '/spec/template/metadata';
+const TEMPLATE_ANNOTATIONS_PATH = `${TEMPLATE_METADATA_PATH}/annotations`;
+
+/** The pod template's metadata as a workload carries it; a wire object may hold null where a typed one holds undefined. */
+export interface TemplateMetadata {
+  annotations?: Record<string, string> | null;
+}
+
+/**
+ * The JSON Patch operations that bring a workload's pod template annotations from what
+ * `metadata` holds to `desired`, given the `changes` between them (annotationChanges). The one
+ * patch builder: the webhook and the reconcile loop both write with it. A missing metadata or
+ * annotations map is added whole, since removals need an existing map.
+ */
+export function templateAnnotationOps(
+  metadata: TemplateMetadata | null | undefined,
+  desired: DesiredAnnotation[],
+  changes: AnnotationChange[],
+): Operation[] {
+  if (changes.length === 0) return [];
+  if (!metadata) return [{ op: 'add', path: TEMPLATE_METADATA_PATH, value: { annotations: withDesiredAnnotations(undefined, desired) } }];
+  if (!metadata.annotations) return [{ op: 'add', path: TEMPLATE_ANNOTATIONS_PATH, value: withDesiredAnnotations(undefined, desired) }];
+  return changes.map(({ key, from, to }): Operation => {
+    const path = `${TEMPLATE_ANNOTATIONS_PATH}/${jsonpatch.escapePathComponent(key)}`;
+    if (to === undefined) return { op: 'remove', path };
+    return from === undefined ? { op: 'add', path, value: to } : { op: 'replace', path, value: to };
+  });
+}
+
+/** The operations that set (value) or remove (undefined) one annotation of the workload's own metadata. */
+export function workloadAnnotationOps(annotations: Record<string, string> | null | undefined, key: string, value: string | undefined): Operation[] {
+  const current = annotations && Object.hasOwn(annotations, key) ? annotations[key] : undefined;
+  if (current === value) return [];
+  if (value === undefined) return [{ op: 'remove', path: `/metadata/annotations/${jsonpatch.escapePathComponent(key)}` }];
+  if (!annotations) return [{ op: 'add', path: '/metadata/annotations', value: { [key]: value } }];
+  return [{ op: current === undefined ? 'add' : 'replace', path: `/metadata/annotations/${jsonpatch.escapePathComponent(key)}`, value }];
+}

@@ -1,0 +1,58 @@
+import type { LeaderStatus } from '../kube/leader-election.js';
+import type { CacheStatus } from '../restarter/controller.js';
+import type { RolloutSummary } from '../rollout/controller.js';
+import type { Readiness } from './readiness.js';
+
+/** GET /status: what a person (or `rollguard status`) needs to see what this replica is doing. */
+export interface RollguardStatus {
+  version: string;
+  identity: string;
+  shutting_down: boolean;
+  ready: boolean;
+  not_ready_reasons: string[];
+  admission: { in_flight: number };
+  reconcile: { in_flight: number; queued: number };
+  leader: { enabled: boolean; leader: boolean; holder?: string };
+  caches: Record<string, CacheStatus>;
+  certificate: { source: string; not_after?: string; ca_not_after?: string };
+  /** health-gated rollouts in progress (known on the leader) */
+  rollouts: RolloutSummary[];
+}
+
+/** Where each part of the status comes from; every one is read when the status is asked for. */
+export interface StatusSources {
+  version: string;
+  identity: string;
+  shuttingDown(): boolean;
+  readiness(): Readiness;
+  admissionInFlight(): number;
+  controllers(): { inFlight: number; queued: number }[];
+  /** undefined: leader election off, this replica always leads. */
+  leader(): LeaderStatus | undefined;
+  caches(): Record<string, CacheStatus>;
+  certificate(): { source: string; notAfter?: string; caNotAfter?: string };
+  rollouts(): RolloutSummary[];
+}
+
+export function rollguardStatus(from: StatusSources): RollguardStatus {
+  const { ready, reasons } = from.readiness();
+  const leader = from.leader();
+  const cert = from.certificate();
+  const controllers = from.controllers();
+  return {
+    version: from.version,
+    identity: from.identity,
+    shutting_down: from.shuttingDown(),
+    ready,
+    not_ready_reasons: reasons,
+    admission: { in_flight: from.admissionInFlight() },
+    reconcile: {
+      in_flight: controllers.reduce((sum, c) => sum + c.inFlight, 0),
+      queued: controllers.reduce((sum, c) => sum + c.queued, 0),
+    },
+    leader: { enabled: leader !== undefined, leader: leader ? leader.leader : true, holder: leader ? leader.holder : from.identity },
+    caches: from.caches(),
+    certificate: { source: cert.source, not_after: cert.notAfter, ca_not_after: cert.caNotAfter },
+    rollouts: from.rollouts(),
+  };
+}

@@ -1,0 +1,85 @@
+import jsonpatch, { type Operation } from 'fast-json-patch';
+import { describe, expect, it } from 'vitest';
+import { restarterMutator } from '../../src/admission/restarter-mutator.js';
+import type { AdmissionRequest } from '../../src/admission/review.js';
+import { LAST_RESTART_ANNOTATION, RESTART_REASON_ANNOTATION, annotationKey, type VersionLookup } from '../../src/restarter/annotations.js';
+
+type Json = Record<string, unknown>;
+const KEY = annotationKey('ConfigMap', 'app-config');
+const NOW = { uid: 'cm-uid', resourceVersion: '264', ignored: false };
+const lookup: VersionLookup = (kind, _ns, name) => (kind === 'ConfigMap' && name === 'app-config' ? NOW : undefined);
+
+function set(opts: { image?: string; value?: string; annotations?: Record<string, string>; rv?: string } = {}): Json {
+  return {
+    metadata: { name: 'web', namespace: 'demo', resourceVersion: opts.rv ?? '300', annotations: opts.annotations ?? {} },
+    spec: {
+      template: {
+        metadata: { annotations: opts.value === undefined ? {} : { [KEY]: opts.value } },
+        spec: { containers: [{ name: 'app', image: opts.image ?? 'web:1', envFrom: [{ configMapRef: { name: 'app-config' } }] }] },
+      },
+    },
+  };
+}
+
+function update(object: Json, oldObject: Json): AdmissionRequest {
+  return {
+    uid: 'u',
+    kind: { group: 'apps', version: 'v1', kind: 'StatefulSet' },
+    resource: { group: 'apps', version: 'v1', resource: 'statefulsets' },
+    namespace: 'demo',
+    operation: 'UPDATE',
+    object,
+    oldObject,
+  };
+}
+
+const apply = (object: Json, ops: Operation[]): Json => jsonpatch.applyPatch(structuredClone(object), ops, true, false).newDocument;
+const templateValue = (object: Json): string | undefined =>
+  ((object.spec as Json).template as { metadata: { annotations: Record<string, string> } }).metadata.annotations[KEY];
+const setAnnotations = (object: Json): Record<string, string> => (object.metadata as { annotations: Record<string, string> }).annotations;
+
+describe('restarterMutator on UPDATE', () => {
+  const mutate = restarterMutator({ cachesSynced: true, lookup, cacheProgress: () => '400' });
+
+  // kubectl annotate, a GitOps re-apply, a partition step: the template is the same
+  it('keeps the old values of an unchanged template although the ConfigMap changed: the bump is the loop\'s', () => {
+    const old = set({ value: 'cm-uid/208' });
+    const annotated = set({ value: 'cm-uid/208', annotations: { team: 'a' } });
+    expect(mutate(update(annotated, old), annotated)).toEqual([]);
+  });
+
+  it('restores the old values when the owner re-applies without them, even before the caches sync', () => {
+    const old = set({ value: 'cm-uid/208' });
+    const reapplied = set();
+    for (const synced of [true, false]) {
+      const m = restarterMutator({ cachesSynced: synced, lookup });
+      expect(templateValue(apply(reapplied, m(update(reapplied, old), reapplied)))).toBe('cm-uid/208');
+    }
+  });
+
+  it('folds a bump into an owner\'s template change and says so for the leader\'s Event; a reinvocation adds nothing', () => {
+    const old = set({ value: 'cm-uid/208' });
+    const upgraded = set({ value: 'cm-uid/208', image: 'web:2' });
+    const ops = mutate(update(upgraded, old), upgraded);
+    const patched = apply(upgraded, ops);
+    expect(templateValue(patched)).toBe('cm-uid/264');
+    expect(setAnnotations(patched)[RESTART_REASON_ANNOTATION]).toBe('ConfigMap app-config changed (resourceVersion 208 → 264)');
+    expect(mutate(update(patched, old), patched)).toEqual([]);
+  });
+
+  it('takes the loop\'s own write as written', () => {
+    const old = set({ value: 'cm-uid/208', annotations: { [LAST_RESTART_ANNOTATION]: '2026-12-01T09:00:00Z' } });
+    const loopWrite = set({ value: 'cm-uid/264', annotations: { [LAST_RESTART_ANNOTATION]: '2026-12-01T10:00:00Z' } });
+    expect(mutate(update(loopWrite, old), loopWrite)).toEqual([]);
+  });
+
+  it('never writes an older value back from a lagging cache, across uids', () => {
+    const lagging = restarterMutator({ cachesSynced: true, lookup: () => ({ uid: 'old-uid', resourceVersion: '100', ignored: false }), cacheProgress: () => '150' });
+    const old = set({ value: 'new-uid/200' });
+    const upgraded = set({ value: 'new-uid/200', image: 'web:2' });
+    expect(templateValue(apply(upgraded, lagging(update(upgraded, old), upgraded)))).toBe('new-uid/200');
+    // nor absent, from a cache that has not seen the object yet
+    const blind = restarterMutator({ cachesSynced: true, lookup: () => undefined, cacheProgress: () => '150' });
+    expect(templateValue(apply(upgraded, blind(update(upgraded, old), upgraded)))).toBe('new-uid/200');
+  });
+});
