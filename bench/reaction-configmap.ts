@@ -92,6 +92,7 @@ async function main(): Promise<void> {
 
     const controller = createRestarterController({
       kubeConfig: kc,
+      minRestartIntervalMs: 0,
       namespaces: [namespace],
       logger,
       metrics,

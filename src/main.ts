@@ -111,6 +111,8 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     handler: createAdmissionHandler({
       cachesSynced: restarter.cachesSynced,
       lookup: restarter.lookup,
+      cacheProgress: restarter.cacheProgress,
+      inScope: restarter.covers,
       mutators: [holdPartitionMutator],
       metrics,
       logger: logger.child({ component: 'admission' }),

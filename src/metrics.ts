@@ -22,7 +22,7 @@ export function createMetrics(registry = new Registry()) {
     }),
     admissionReviews: new Counter({
       name: 'rollguard_admission_reviews_total',
-      help: 'Admission reviews answered, by result (patched, unchanged, not_synced, invalid, error)',
+      help: 'Admission reviews answered, by result (patched, unchanged, not_synced, out_of_scope, invalid, error)',
       labelNames: ['result'],
       registers: r,
     }),

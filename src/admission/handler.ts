@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { AdmissionHandler } from '../server/webhook-server.js';
 import type { Metrics } from '../metrics.js';
 import type { VersionLookup } from '../restarter/annotations.js';
+import type { ObjectKind } from '../restarter/references.js';
 import { admit } from './admit.js';
 import type { Mutator } from './mutators.js';
 import { admissionResponseFor, parseAdmissionReview } from './review.js';
@@ -9,6 +10,13 @@ import { admissionResponseFor, parseAdmissionReview } from './review.js';
 export interface AdmissionHandlerOptions {
   cachesSynced: () => boolean;
   lookup: VersionLookup;
+  /** How far the cache of `kind` has seen in `namespace`. */
+  cacheProgress?: (kind: ObjectKind, namespace: string) => string;
+  /**
+   * Whether the caches watch `namespace` (--watch-namespaces). Outside it every object would look
+   * absent and a hold would never be stepped, so the answer there is "allowed, no patch".
+   */
+  inScope?: (namespace: string) => boolean;
   mutators?: Mutator[];
   metrics: Metrics;
   logger?: Logger;
@@ -23,10 +31,15 @@ export function createAdmissionHandler(opts: AdmissionHandlerOptions): Admission
   return (body) => {
     const parsed = parseAdmissionReview(body);
     if (!parsed.ok) return { status: 400, body: { reason: parsed.reason } };
+    const namespace = parsed.review.request?.namespace ?? '';
+    if (opts.inScope && !opts.inScope(namespace)) {
+      opts.metrics.admissionReviews.inc({ result: 'out_of_scope' });
+      return { status: 200, body: admissionResponseFor(parsed.review.request?.uid ?? '', []) };
+    }
     const synced = opts.cachesSynced();
     let response;
     try {
-      response = admit(parsed.review, { cachesSynced: synced, lookup: opts.lookup, mutators: opts.mutators });
+      response = admit(parsed.review, { cachesSynced: synced, lookup: opts.lookup, cacheProgress: opts.cacheProgress, mutators: opts.mutators });
     } catch (err) {
       const request = parsed.review.request;
       opts.logger?.error({ err, uid: request?.uid, kind: request?.kind.kind, namespace: request?.namespace, name: request?.name }, 'admission failed; allowed without a patch');

@@ -121,9 +121,10 @@ export class Controller implements Runnable {
     else term.queue.add(wake.key);
   }
 
+  /** A stopping term has nothing queued, but what is in flight is finishing, and counted. */
   status(): ControllerStatus {
-    const term = this.current && !this.current.signal.aborted ? this.current : undefined;
-    return { queued: term ? term.queue.depth() : 0, inFlight: term?.inFlight ?? 0 };
+    const term = this.current;
+    return { queued: term && !term.signal.aborted ? term.queue.depth() : 0, inFlight: term?.inFlight ?? 0 };
   }
 
   async start(signal: AbortSignal): Promise<void> {

@@ -89,6 +89,10 @@ export interface RestarterController {
   whenCachesSynced(signal: AbortSignal): Promise<boolean>;
   /** Versions from the in-memory caches; no API call. */
   lookup: VersionLookup;
+  /** How far the cache of `kind` has seen in `namespace`. */
+  cacheProgress(kind: ObjectKind, namespace: string): string;
+  /** Whether the caches watch `namespace` at all. */
+  covers(namespace: string): boolean;
   /** The labelled StatefulSets, shared with the rollout controller (one watch, not two). */
   statefulSets: StatefulSetCache;
   status(): RestarterStatus;
@@ -211,6 +215,8 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     cachesSynced,
     whenCachesSynced,
     lookup,
+    cacheProgress: (kind, namespace) => metadata[kind].informer.resourceVersion(namespace),
+    covers: (namespace) => metadata.ConfigMap.informer.covers(namespace),
     statefulSets: sets,
     status: () => ({
       ...controller.status(),

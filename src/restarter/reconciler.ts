@@ -219,19 +219,29 @@ export class Reconciler {
   }
 
   /**
-   * A cache behind the stored value waits for the cache, with no time limit; after a while one
-   * fresh read tells a lagging cache from a stored value that is newer than the whole store
-   * (an etcd restored from a backup): only then is the value written back, and logged.
+   * Held-back references are decided on one fresh read from the API server, not on a cache:
+   * - stored `absent` and an older cached version (a lagging cache may remember a deleted
+   *   object): at once, the fresh read is the truth;
+   * - a stored version newer than the cache's: the cache lags, and is waited for with no time
+   *   limit; after a while one fresh read tells it from a stored version newer than the whole
+   *   store (an etcd restored from a backup), which alone is written back, and logged.
+   * Returns the fresh versions to write, or undefined to wait.
    */
   private async readHeldBack(key: string, plan: Plan): Promise<Map<string, ObjectVersion | undefined> | undefined> {
-    const since = this.lagSince.get(key) ?? this.now().getTime();
+    const now = this.now().getTime();
+    const since = this.lagSince.get(key) ?? now;
     this.lagSince.set(key, since);
-    if (this.now().getTime() - since < FRESH_READ_AFTER_MS) return undefined;
-    this.lagSince.set(key, this.now().getTime());
+    const onlyAbsent = plan.heldBack.every((held) => held.stored === ABSENT);
+    if (!onlyAbsent && now - since < FRESH_READ_AFTER_MS) return undefined;
+    this.lagSince.set(key, now);
     const namespace = plan.set.metadata?.namespace ?? '';
     const fresh = new Map<string, ObjectVersion | undefined>();
     for (const held of plan.heldBack) {
       const read = await this.deps.readFresh(held.kind, namespace, held.name);
+      if (held.stored === ABSENT) {
+        fresh.set(`${held.kind}/${held.name}`, read.version);
+        continue;
+      }
       const revision = numericResourceVersion(read.revision);
       const stored = parseAnnotationValue(held.stored);
       const fromTheFuture = revision !== undefined && stored.kind === 'version' && stored.resourceVersion > revision;

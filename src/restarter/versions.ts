@@ -33,8 +33,9 @@ export interface VersionContext {
  * larger than its predecessor's.
  * - both versions: only a larger resourceVersion replaces, whatever the uids;
  * - a version becomes absent only once the cache has seen that version (then its absence is news);
- * - absent becomes a version when the version is newer than the workload's last write, or the
- *   cache has seen everything up to that write (the object exists now, whoever wrote absent);
+ * - absent becomes a version when the version is newer than the workload's last write (the
+ *   object was created after absent was written); an older one may be a lagging cache's memory of
+ *   a deleted object, so only a fresh read decides (the loop makes it; the webhook keeps absent);
  * - an unreadable stored value is always replaced.
  */
 export function replaces(candidate: string, stored: string, context: VersionContext = {}): boolean {
@@ -46,8 +47,6 @@ export function replaces(candidate: string, stored: string, context: VersionCont
   const { cacheProgress, storedAt } = context;
   if (next.kind === 'version' && now.kind === 'version') return next.resourceVersion > now.resourceVersion;
   if (next.kind === 'absent' && now.kind === 'version') return cacheProgress === undefined || cacheProgress >= now.resourceVersion;
-  if (next.kind === 'version') {
-    return storedAt === undefined || cacheProgress === undefined || next.resourceVersion > storedAt || cacheProgress >= storedAt;
-  }
+  if (next.kind === 'version') return storedAt === undefined || cacheProgress === undefined || next.resourceVersion > storedAt;
   return false;
 }

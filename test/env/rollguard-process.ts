@@ -62,6 +62,8 @@ export async function startRollguardProcess(opts: RollguardProcessOptions): Prom
       '--admin-host=127.0.0.1',
       `--admin-port=${adminPort}`,
       '--tls-extra-ips=127.0.0.1',
+      // the restart floor is off unless a test is about it: most roll one set more than once a minute
+      '--min-restart-interval=0',
       ...(opts.args ?? []),
     ],
     { stdio: ['ignore', fd, fd], env: { ...process.env, ...opts.env } },

@@ -4,7 +4,7 @@ import type { V1StatefulSet } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { FakeKubelet } from '../env/fake-kubelet.js';
 import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
-import { waitUntil } from '../env/wait.js';
+import { waitFor, waitUntil } from '../env/wait.js';
 import { Manager } from '../../src/manager.js';
 import { createMetrics } from '../../src/metrics.js';
 import { ENABLED_LABEL, annotationKey, type ObjectVersion } from '../../src/restarter/annotations.js';
@@ -70,8 +70,12 @@ describe('restarter and a concurrent owner write', () => {
     expect((await read('stale')).spec!.template.metadata?.annotations?.[annotationKey('ConfigMap', 'cfg')]).toBeUndefined();
     expect(recorded).toEqual([]);
 
-    // The retry reads what the watch brought in the meantime.
-    cached = await read('stale');
+    // The retry reads what the watch brought in the meantime, once the StatefulSet controller has
+    // written the status of the owner's change too (else that write races the retry).
+    cached = await waitFor('the owner\'s change observed', async () => {
+      const s = await read('stale');
+      return s.status?.observedGeneration === s.metadata?.generation ? s : undefined;
+    });
     await expect(reconciler.reconcile(`${namespace}/stale`, signal)).resolves.toEqual({ patched: 'ReferencesAnnotated' });
     const after = await read('stale');
     expect(after.spec!.template.spec!.containers[0]!.image).toBe('registry.example/app:2');
@@ -81,7 +85,7 @@ describe('restarter and a concurrent owner write', () => {
 
   it('keeps both the owner\'s template change and the new annotation when they race', async () => {
     const metrics = createMetrics(new Registry());
-    const controller = createRestarterController({ kubeConfig: kc, namespaces: [namespace], logger, metrics, debounceMs: 0 });
+    const controller = createRestarterController({ kubeConfig: kc, namespaces: [namespace], logger, metrics, debounceMs: 0, minRestartIntervalMs: 0 });
     const manager = new Manager(controller.runnables, logger);
     try {
       await manager.start();

@@ -23,7 +23,7 @@ describe('restarter across a restart of rollguard', () => {
 
   async function startRollguard(): Promise<NonNullable<typeof running>> {
     const metrics = createMetrics(new Registry());
-    const controller = createRestarterController({ kubeConfig: kc, namespaces: [namespace], logger, metrics, debounceMs: DEBOUNCE_MS });
+    const controller = createRestarterController({ minRestartIntervalMs: 0, kubeConfig: kc, namespaces: [namespace], logger, metrics, debounceMs: DEBOUNCE_MS });
     const manager = new Manager(controller.runnables, logger);
     running = { controller, manager, metrics };
     await manager.start();
@@ -106,7 +106,7 @@ describe('restarter across a restart of rollguard', () => {
 
   it('keeps the caches running while the workers stop and start again, as on a change of leader', async () => {
     const metrics = createMetrics(new Registry());
-    const controller = createRestarterController({ kubeConfig: kc, namespaces: [namespace], logger, metrics, debounceMs: DEBOUNCE_MS });
+    const controller = createRestarterController({ minRestartIntervalMs: 0, kubeConfig: kc, namespaces: [namespace], logger, metrics, debounceMs: DEBOUNCE_MS });
     const patchCount = async (): Promise<number> => (await metrics.patches.get()).values.reduce((sum, v) => sum + v.value, 0);
     const caches = new AbortController();
     const firstTerm = new AbortController();

@@ -25,7 +25,7 @@ describe('restarter reconcile loop', () => {
     kubelet = new FakeKubelet(kc, namespace).start();
     metrics = createMetrics(new Registry());
     // The default 5 s window, so that the burst test below is the real thing.
-    controller = createRestarterController({ kubeConfig: kc, namespaces: [namespace], logger, metrics, maxRestartsPerSecond: 50 });
+    controller = createRestarterController({ minRestartIntervalMs: 0, kubeConfig: kc, namespaces: [namespace], logger, metrics, maxRestartsPerSecond: 50 });
     manager = new Manager(controller.runnables, logger);
     await manager.start();
     await waitUntil('caches synced', () => controller.cachesSynced());

@@ -341,8 +341,8 @@ describe('planAnnotations', () => {
     { name: 'absent from a cache past the stored version: the object was deleted', stored: 'u1/200', progress: '250', want: ABSENT, held: false },
     { name: 'a version older than the stored one, another uid: held back', stored: 'u1/200', cached: cached('100'), progress: '150', want: 'u1/200', held: true },
     { name: 'stored absent, a version newer than the workload: taken', stored: ABSENT, storedAt: '300', cached: cached('310'), progress: '310', want: 'u2/310', held: false },
-    { name: 'stored absent, an old version from a cache behind the workload: held back', stored: ABSENT, storedAt: '300', cached: cached('100'), progress: '250', want: ABSENT, held: true },
-    { name: 'stored absent, an old version from a cache past the workload: taken', stored: ABSENT, storedAt: '300', cached: cached('100'), progress: '320', want: 'u2/100', held: false },
+    // a lagging cache may still hold a deleted object's last version: a fresh read decides
+    { name: 'stored absent, a version older than the workload: held back', stored: ABSENT, storedAt: '300', cached: cached('100'), progress: '320', want: ABSENT, held: true },
   ])('$name', ({ stored, cached: c, progress, storedAt, want, held }) => {
     const result = plan({ stored, cached: c, progress, storedAt });
     expect(result.desired.map((d) => d.value)).toEqual([want]);

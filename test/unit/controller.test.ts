@@ -182,6 +182,25 @@ describe('Controller', () => {
     await h.controller.stopped();
   });
 
+  it('counts a reconcile in flight while its term stops, and nothing queued', async () => {
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const h = harness({
+      term: () => ({ reconciler: { reconcile: async () => (await held, {}) } }),
+      keys: () => ['ns/a', 'ns/b'],
+      workers: 1,
+    });
+    h.gate.release();
+    const abort = new AbortController();
+    await h.controller.start(abort.signal);
+    await waitUntil('one in flight', () => h.controller.status().inFlight === 1);
+    abort.abort();
+    expect(h.controller.status()).toEqual({ queued: 0, inFlight: 1 });
+    release();
+    await h.controller.stopped();
+    expect(h.controller.status()).toEqual({ queued: 0, inFlight: 0 });
+  });
+
   it('refuses a second start while running, and bad settings', async () => {
     const h = harness();
     const abort = new AbortController();

@@ -252,4 +252,17 @@ describe('Reconciler', () => {
     restored.advance(6_000);
     await expect(restored.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
   });
+
+  it('decides an absent annotation against an older cached version on one fresh read, at once', async () => {
+    const cached = set({ [CM]: 'absent', [SECRET]: 'u2/3' });
+    // the set was last written at 900; the cache holds version 845 of app: created since, or deleted and remembered?
+    cached.metadata!.resourceVersion = '900';
+    const exists = harness({ cached, versions, fresh: { version: versions['ConfigMap/app'], revision: '950' } });
+    await expect(exists.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+    expect(exists.freshReads()).toBe(1);
+    const gone = harness({ cached, versions, fresh: { version: undefined, revision: '950' } });
+    await expect(gone.reconciler.reconcile('ns/web', signal)).resolves.toEqual({});
+    expect(gone.patches).toEqual([]);
+  });
 });
+

@@ -90,4 +90,28 @@ describe('holdPartitionMutator', () => {
     const ops = JSON.parse(Buffer.from(review.response!.patch!, 'base64').toString('utf8')) as ReturnType<typeof holdPartitionMutator>;
     expect(partitionAfter(object, ops)).toBe(2);
   });
+
+  it('decides the hold on the object as the restarter left it: a step that gets a template change is held', () => {
+    const annotated = (value: string, partition: number): Json => {
+      const set = wireSet({ partition, revisions: ['web-a', 'web-b'] });
+      const template = (set.spec as Json).template as Json;
+      template.metadata = { labels: { app: 'web' }, annotations: { 'configmap.rollguard.io/cfg': value } };
+      ((template.spec as Json).containers as Json[])[0]!.envFrom = [{ configMapRef: { name: 'cfg' } }];
+      return set;
+    };
+    const lookup = () => ({ uid: 'u', resourceVersion: '264', ignored: false });
+    const answer = (object: Json, oldObject: Json) => {
+      const review = admit({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: request('UPDATE', object, oldObject) }, { cachesSynced: true, lookup, mutators: [holdPartitionMutator] });
+      return review.response?.patch ? (JSON.parse(Buffer.from(review.response.patch, 'base64').toString('utf8')) as { path: string }[]) : [];
+    };
+    // rollguard's step 2 -> 1 while the ConfigMap changed: the template stays, so nothing bumps and the step goes on
+    expect(answer(annotated('u/208', 1), annotated('u/208', 2))).toEqual([]);
+    // an owner's template change in the same write: bumped, and the hold sees the bump
+    const changed = annotated('u/208', 1);
+    (((changed.spec as Json).template as Json).spec as { containers: Json[] }).containers[0]!.image = 'registry.example/web:2';
+    const paths = answer(changed, annotated('u/208', 2)).map((op) => op.path);
+    expect(paths).toContain('/spec/template/metadata/annotations/configmap.rollguard.io~1cfg');
+    expect(paths).toContain('/spec/updateStrategy/rollingUpdate/partition');
+  });
 });
+
