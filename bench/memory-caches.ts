@@ -6,7 +6,7 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
-import { startControlPlane } from '../test/env/control-plane.js';
+import { startControlPlane } from '../src/dev/control-plane.js';
 import { createMetadataCache } from '../src/kube/metadata-cache.js';
 import { RawApi } from '../src/kube/raw-api.js';
 import { IGNORE_LABEL } from '../src/restarter/annotations.js';
