@@ -8,7 +8,7 @@ import { createMetrics } from '../../src/metrics.js';
 import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
 import { createRolloutController } from '../../src/rollout/controller.js';
 import { HEALTH_GATED_ANNOTATION, HEALTH_GATED_VALUE, HEALTH_URL_ANNOTATION } from '../../src/rollout/decision.js';
-import { FakeKubelet } from '../env/fake-kubelet.js';
+import { FakeKubelet } from '../../src/dev/fake-kubelet.js';
 import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
 import { waitFor } from '../env/wait.js';
 
