@@ -12,7 +12,15 @@ export interface WebhookRegistration {
  */
 export async function registerWebhook(
   kc: KubeConfig,
-  opts: { name: string; port: number; namespace: string; failurePolicy?: 'Ignore' | 'Fail'; timeoutSeconds?: number },
+  opts: {
+    name: string;
+    port: number;
+    namespace: string;
+    failurePolicy?: 'Ignore' | 'Fail';
+    timeoutSeconds?: number;
+    /** The webhook's own name, as the API server's metrics label it; unique per test on a shared control plane. */
+    webhookName?: string;
+  },
 ): Promise<WebhookRegistration> {
   const api = kc.makeApiClient(AdmissionregistrationV1Api);
   await api.createMutatingWebhookConfiguration({
@@ -20,7 +28,7 @@ export async function registerWebhook(
       metadata: { name: opts.name },
       webhooks: [
         {
-          name: 'statefulsets.rollguard.io',
+          name: opts.webhookName ?? 'statefulsets.rollguard.io',
           clientConfig: { url: `https://127.0.0.1:${opts.port}/mutate` },
           rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: ['statefulsets'] }],
           objectSelector: { matchLabels: { [ENABLED_LABEL]: 'true' } },
