@@ -117,6 +117,7 @@ describe('SIGKILL of the leader during a burst of changes', () => {
     const countsBefore = await rolloutCounts(apps, workloads, SETS);
     const eventsBefore = await rollguardEvents(core, workloads);
     const patchesBefore = patchLogs(leader).length;
+    const leaderIdentity = (await status(leader)).identity;
 
     // the burst: two rounds, the SIGKILL, a third round while no one leads
     const last = new Map<string, string>();
@@ -127,6 +128,7 @@ describe('SIGKILL of the leader during a burst of changes', () => {
     const killedAt = Date.now();
     leader.child.kill('SIGKILL');
     expect(await leader.exited).toEqual({ code: null, signal: 'SIGKILL' });
+    const killedIdentity = (await coordination.readNamespacedLease({ name: LEASE, namespace: rollguardNamespace })).spec?.holderIdentity;
     for (const set of [...ACROSS_KILL, ...AFTER_KILL]) last.set(set, await changeConfig(set, 3));
     const burstEnd = Date.now();
     console.log(`[faults-kill] injected: SIGKILL of ${leader.name} ${killedAt - burstStart} ms into a burst of ${2 * 7 + 6} ConfigMap changes over ${CHANGED.length} of ${SETS.length} sets; burst took ${burstEnd - burstStart} ms`);
@@ -153,7 +155,8 @@ describe('SIGKILL of the leader during a burst of changes', () => {
     console.log(`[faults-kill] takeover: lease taken ${electedMs} ms after SIGKILL, first patch by the new leader ${takeoverMs} ms after SIGKILL (lease duration ${LEASE_DURATION_MS} ms)`);
     // the third round came before the heir led, so its first pass saw every last version
     expect(burstEnd, 'the burst ended before the heir led').toBeLessThan(logTime(elected!));
-    // no lease release: the heir had to wait for the lease to run out (less what passed since the last renewal)
+    // no lease release: the Lease still named the killed leader, and the heir waited for it to run out
+    expect(killedIdentity).toBe(leaderIdentity);
     expect(electedMs).toBeGreaterThan(LEASE_DURATION_MS / 4);
 
     const countsAfter = await rolloutCounts(apps, workloads, SETS);
