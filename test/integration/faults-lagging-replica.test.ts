@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
 import { startFaultProxy, type FaultProxy } from '../env/fault-proxy.js';
@@ -16,7 +16,6 @@ import {
   type TemplateHistory,
 } from '../env/rollouts.js';
 import { waitFor, waitUntil } from '../env/wait.js';
-import { registerWebhook, type WebhookRegistration } from '../env/webhook-registration.js';
 import { ABSENT, ENABLED_LABEL, RESTART_REASON_ANNOTATION, annotationKey } from '../../src/restarter/annotations.js';
 
 const ARGS = ['--shutdown-delay=0s', '--lease-duration=4s', '--renew-deadline=3s', '--retry-period=500ms', '--debounce=4s'];
@@ -60,7 +59,7 @@ describe('a replica whose caches lag admits the writes', () => {
   let rollguardNamespace: string;
   let workloads: string;
   let proxy: FaultProxy | undefined;
-  let registration: WebhookRegistration | undefined;
+  const admissionApi = kc.makeApiClient(AdmissionregistrationV1Api);
   let history: TemplateHistory | undefined;
   const everyProcess: RollguardProcess[] = [];
 
@@ -118,7 +117,7 @@ describe('a replica whose caches lag admits the writes', () => {
     history?.stop();
     for (const proc of everyProcess) await proc.kill();
     await proxy?.close();
-    await registration?.delete();
+    await admissionApi.deleteMutatingWebhookConfiguration({ name: configuration }).catch(() => undefined);
     for (const ns of [workloads, rollguardNamespace]) if (ns) await core.deleteNamespace({ name: ns }).catch(() => undefined);
   });
 
@@ -130,7 +129,26 @@ describe('a replica whose caches lag admits the writes', () => {
   it('never moves an annotation backwards and rolls once per change', { timeout: 180_000 }, async () => {
     // the API server calls the lagging replica, and fails the write if it does not answer
     const lagPort = await freePort();
-    registration = await registerWebhook(kc, { name: configuration, webhookName, port: lagPort, namespace: workloads, failurePolicy: 'Fail' });
+    // a webhook name of its own: the API server's metrics are labelled by it
+    await admissionApi.createMutatingWebhookConfiguration({
+      body: {
+        metadata: { name: configuration },
+        webhooks: [
+          {
+            name: webhookName,
+            clientConfig: { url: `https://127.0.0.1:${lagPort}/mutate` },
+            rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: ['statefulsets'] }],
+            objectSelector: { matchLabels: { [ENABLED_LABEL]: 'true' } },
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': workloads } },
+            failurePolicy: 'Fail',
+            sideEffects: 'None',
+            reinvocationPolicy: 'IfNeeded',
+            admissionReviewVersions: ['v1'],
+            timeoutSeconds: 5,
+          },
+        ],
+      },
+    });
     const leader = await start('leader', kubeconfigPath);
     await leader.waitReady();
     await waitUntil('leader to lead', async () => (await status(leader)).leader.leader);
