@@ -23,8 +23,14 @@ export interface ControlPlane {
   dir: string;
   binDir: string;
   ca: KeyPairPem;
+  /** http://127.0.0.1:PORT, etcd's client URL (it serves the v3 JSON gateway, e.g. POST /v3/kv/compaction) */
+  etcdUrl: string;
   /** the last lines of every process log, for a failing test */
   logTail(lines?: number): string;
+  /** SIGTERM to kube-apiserver alone; etcd (and the controller manager) keep running. */
+  stopApiServer(): Promise<void>;
+  /** kube-apiserver again, on the same port and etcd, once stopped; resolves when /readyz answers 200. */
+  startApiServer(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -32,6 +38,8 @@ export interface ControlPlaneOptions {
   /** where PKI, logs and etcd data go; a fresh temp folder by default */
   dir?: string;
   controllerManager?: boolean;
+  /** more kube-apiserver flags, e.g. `--watch-cache-sizes=configmaps#0` */
+  apiServerArgs?: string[];
 }
 
 interface Proc {
@@ -69,14 +77,15 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       })
       .join('\n');
 
+  const terminate = async (p: Proc): Promise<void> => {
+    if (p.exitCode !== undefined) return;
+    p.child.kill('SIGTERM');
+    const timer = setTimeout(() => p.child.kill('SIGKILL'), 10_000);
+    await p.exited;
+    clearTimeout(timer);
+  };
   const stop = async (): Promise<void> => {
-    for (const p of [...procs].reverse()) {
-      if (p.exitCode !== undefined) continue;
-      p.child.kill('SIGTERM');
-      const timer = setTimeout(() => p.child.kill('SIGKILL'), 10_000);
-      await p.exited;
-      clearTimeout(timer);
-    }
+    for (const p of [...procs].reverse()) await terminate(p);
     process.off('exit', killAll);
     if (!process.env.ROLLGUARD_KEEP_CONTROL_PLANE && opts.dir === undefined) {
       fs.rmSync(dir, { recursive: true, force: true });
@@ -130,10 +139,11 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       return res.ok ? true : undefined;
     }, { timeoutMs: 60_000 });
 
+    const etcdUrl = `http://127.0.0.1:${etcdPort}`;
     const apiPort = await freePort();
     const server = `https://127.0.0.1:${apiPort}`;
-    const apiserver = launch('kube-apiserver', [
-      `--etcd-servers=http://127.0.0.1:${etcdPort}`,
+    const apiServerArgs = [
+      `--etcd-servers=${etcdUrl}`,
       `--cert-dir=${path.join(dir, 'apiserver-certs')}`,
       '--bind-address=127.0.0.1',
       '--advertise-address=127.0.0.1',
@@ -155,11 +165,22 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       '--audit-log-format=json',
       '--profiling=false',
       '--v=1',
-    ]);
-    await waitFor('kube-apiserver /readyz', async () => {
-      alive(apiserver);
-      return (await httpsGet(`${server}/readyz`, pki.admin, pki.ca.certPem)) === 200 ? true : undefined;
-    }, { timeoutMs: 120_000, intervalMs: 250 });
+      ...(opts.apiServerArgs ?? []),
+    ];
+    let apiserver: Proc | undefined;
+    const startApiServer = async (): Promise<void> => {
+      if (apiserver !== undefined && apiserver.exitCode === undefined) throw new Error('kube-apiserver is running already');
+      const proc = launch('kube-apiserver', apiServerArgs);
+      apiserver = proc;
+      await waitFor('kube-apiserver /readyz', async () => {
+        alive(proc);
+        return (await httpsGet(`${server}/readyz`, pki.admin, pki.ca.certPem)) === 200 ? true : undefined;
+      }, { timeoutMs: 120_000, intervalMs: 250 });
+    };
+    const stopApiServer = async (): Promise<void> => {
+      if (apiserver !== undefined) await terminate(apiserver);
+    };
+    await startApiServer();
 
     const kubeconfigPath = path.join(dir, 'admin.kubeconfig');
     fs.writeFileSync(kubeconfigPath, kubeconfig(server, pki.ca.certPem, 'admin', pki.admin));
@@ -186,7 +207,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       }, { timeoutMs: 60_000, intervalMs: 250 });
     }
 
-    return { server, kubeconfigPath, dir, binDir, ca: pki.ca, logTail, stop };
+    return { server, kubeconfigPath, dir, binDir, ca: pki.ca, etcdUrl, logTail, stopApiServer, startApiServer, stop };
   } catch (err) {
     await stop();
     throw err;
@@ -333,4 +354,22 @@ function findRepoRoot(from: string): string {
     if (fs.existsSync(path.join(dir, 'test', 'env', 'build-binaries.sh'))) return dir;
     if (path.dirname(dir) === dir) throw new Error(`no test/env/build-binaries.sh above ${from}`);
   }
+}
+
+/**
+ * Compacts etcd at its current revision through its v3 JSON gateway (no etcdctl is built);
+ * returns that revision: every resourceVersion below it is gone from etcd.
+ */
+export async function compactEtcd(etcdUrl: string): Promise<number> {
+  const post = async (call: string, body: unknown): Promise<Record<string, unknown>> => {
+    const res = await fetch(`${etcdUrl}/v3/kv/${call}`, { method: 'POST', body: JSON.stringify(body), signal: AbortSignal.timeout(10_000) });
+    const answer = (await res.json()) as Record<string, unknown>;
+    if (!res.ok) throw new Error(`etcd ${call}: ${res.status} ${JSON.stringify(answer)}`);
+    return answer;
+  };
+  const range = await post('range', { key: Buffer.from('/registry/').toString('base64'), count_only: true });
+  const revision = Number((range.header as { revision?: unknown } | undefined)?.revision);
+  if (!Number.isInteger(revision) || revision <= 0) throw new Error(`etcd range: no revision in ${JSON.stringify(range)}`);
+  await post('compaction', { revision: String(revision), physical: true });
+  return revision;
 }
