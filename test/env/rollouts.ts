@@ -1,4 +1,5 @@
 import type { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { expect } from 'vitest';
 import { waitFor } from './wait.js';
 
 /** What a user counts to see how often a StatefulSet rolled: template generations, ControllerRevisions, rollguard's Events. */
@@ -40,4 +41,21 @@ export function rolloutsBetween(before: RolloutCount, after: RolloutCount): { ge
     if (i >= 0) events.splice(i, 1);
   }
   return { generations: after.generation - before.generation, revisions: after.revisions - before.revisions, events };
+}
+
+/** One rollout per version in `changedTo` (generations, ControllerRevisions, one ConfigChanged Event naming it), nothing else. */
+export function expectRollouts(set: string, before: RolloutCount, after: RolloutCount, changedTo: string[]): void {
+  const between = rolloutsBetween(before, after);
+  expect(between.generations, `template generations added to ${set}`).toBe(changedTo.length);
+  expect(between.revisions, `ControllerRevisions added for ${set}`).toBe(changedTo.length);
+  expect(between.events.length, `rollguard Events added for ${set}: ${JSON.stringify(between.events)}`).toBe(changedTo.length);
+  for (const version of changedTo) {
+    const resourceVersion = version.split('/')[1];
+    const naming = between.events.filter((e) => e.startsWith('ConfigChanged: ') && e.includes(`→ ${resourceVersion})`));
+    expect(naming.length, `ConfigChanged Events of ${set} naming ${version}: ${JSON.stringify(between.events)}`).toBe(1);
+  }
+}
+
+export async function rolloutCounts(apps: AppsV1Api, core: CoreV1Api, namespace: string, sets: string[]): Promise<Record<string, RolloutCount>> {
+  return Object.fromEntries(await Promise.all(sets.map(async (s) => [s, await rolloutCount(apps, core, namespace, s)] as const)));
 }

@@ -1,11 +1,10 @@
 import { AppsV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFailed } from 'vitest';
-import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
-import { statefulSet } from '../env/cluster.js';
+import { ConfigWorkloads } from '../env/config-workloads.js';
 import { compactEtcd, startControlPlane, type ControlPlane } from '../env/control-plane.js';
 import { kubeconfigThrough, startFaultProxy, type FaultProxy } from '../env/fault-proxy.js';
 import { printProcessLogsOnFailure, startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
-import { rolloutCount, rolloutsBetween, type RolloutCount } from '../env/rollouts.js';
+import { expectRollouts, rolloutCounts } from '../env/rollouts.js';
 import { waitUntil } from '../env/wait.js';
 
 /** Short enough that the changes of a test do not wait; long enough to fold nothing that should not be. */
@@ -46,17 +45,11 @@ describe('rollguard while its control plane fails', () => {
     onTestFailed(() => console.error(cp?.logTail(30)));
   });
 
-  /** A namespace whose sets each reference one ConfigMap of their own through envFrom; replicas 0, so no kubelet is needed. */
-  async function workloads(name: string, configMapOf: Record<string, string>): Promise<void> {
-    await core.createNamespace({ body: { metadata: { name } } });
-    for (const cm of new Set(Object.values(configMapOf))) {
-      await core.createNamespacedConfigMap({ namespace: name, body: { metadata: { name: cm }, data: { v: '0' } } });
-    }
-    for (const [set, cm] of Object.entries(configMapOf)) {
-      const body = statefulSet(set, { replicas: 0, labels: { [ENABLED_LABEL]: 'true' } });
-      body.spec!.template.spec!.containers[0]!.envFrom = [{ configMapRef: { name: cm } }];
-      await apps.createNamespacedStatefulSet({ namespace: name, body });
-    }
+  async function workloads(namespace: string, configMapOf: Record<string, string>): Promise<ConfigWorkloads> {
+    await core.createNamespace({ body: { metadata: { name: namespace } } });
+    const w = new ConfigWorkloads(core, apps, namespace, configMapOf);
+    await w.create();
+    return w;
   }
 
   async function startRollguard(name: string, kubeconfigPath: string, watched: string): Promise<RollguardProcess> {
@@ -80,26 +73,6 @@ describe('rollguard while its control plane fails', () => {
     return proc;
   }
 
-  const versionOf = async (namespace: string, set: string, cm: string): Promise<string | undefined> =>
-    (await apps.readNamespacedStatefulSet({ name: set, namespace })).spec?.template.metadata?.annotations?.[annotationKey('ConfigMap', cm)];
-
-  const currentVersion = async (namespace: string, cm: string): Promise<string> => {
-    const meta = (await core.readNamespacedConfigMap({ name: cm, namespace })).metadata!;
-    return `${meta.uid}/${meta.resourceVersion}`;
-  };
-
-  async function change(namespace: string, cm: string, value: string): Promise<string> {
-    const meta = (await core.patchNamespacedConfigMap({ name: cm, namespace, body: [{ op: 'replace', path: '/data/v', value }] })).metadata!;
-    return `${meta.uid}/${meta.resourceVersion}`;
-  }
-
-  async function onVersion(namespace: string, set: string, cm: string, version: string, timeoutMs = 60_000): Promise<void> {
-    await waitUntil(`${set} on ${cm} ${version}`, async () => {
-      const v = await versionOf(namespace, set, cm);
-      return v === version || `${v}`;
-    }, { timeoutMs, intervalMs: 100 });
-  }
-
   async function idle(proc: RollguardProcess): Promise<void> {
     await waitUntil(`${proc.name} idle`, async () => {
       const s = (await proc.status()) as unknown as Status;
@@ -107,31 +80,8 @@ describe('rollguard while its control plane fails', () => {
     });
   }
 
-  /** Every set annotated with the version of its ConfigMap by the first pass, and nothing left to do. */
-  async function firstPassDone(proc: RollguardProcess, namespace: string, configMapOf: Record<string, string>): Promise<void> {
-    for (const [set, cm] of Object.entries(configMapOf)) await onVersion(namespace, set, cm, await currentVersion(namespace, cm));
-    await idle(proc);
-  }
-
-  async function counts(namespace: string, sets: string[]): Promise<Record<string, RolloutCount>> {
-    return Object.fromEntries(await Promise.all(sets.map(async (s) => [s, await rolloutCount(apps, core, namespace, s)] as const)));
-  }
-
-  const resourceVersionOf = (version: string): string => version.split('/')[1]!;
   const logsSince = (proc: RollguardProcess, since: number, msg: string, resource?: string): LogLine[] =>
     (proc.logLines() as LogLine[]).filter((l) => Date.parse(l.time ?? '') >= since && l.msg === msg && (resource === undefined || l.resource === resource));
-
-  /** One rollout per change in `changedTo` (generations, ControllerRevisions, one ConfigChanged Event naming it), nothing else. */
-  function expectRollouts(set: string, before: RolloutCount, after: RolloutCount, changedTo: string[]): void {
-    const between = rolloutsBetween(before, after);
-    expect(between.generations, `template generations added to ${set}`).toBe(changedTo.length);
-    expect(between.revisions, `ControllerRevisions added for ${set}`).toBe(changedTo.length);
-    expect(between.events.length, `rollguard Events added for ${set}: ${JSON.stringify(between.events)}`).toBe(changedTo.length);
-    for (const version of changedTo) {
-      const naming = between.events.filter((e) => e.startsWith('ConfigChanged: ') && e.includes(`→ ${resourceVersionOf(version)})`));
-      expect(naming.length, `ConfigChanged Events of ${set} naming ${version}: ${JSON.stringify(between.events)}`).toBe(1);
-    }
-  }
 
   it('rolls a change made just before kube-apiserver stops and one made just after it is back, once each, and nothing else', async () => {
     // Injected: kube-apiserver stopped (SIGTERM) right after a ConfigMap change, kept down until
@@ -139,13 +89,13 @@ describe('rollguard while its control plane fails', () => {
     // changed as soon as it answers again.
     const started = Date.now();
     const ns = 'apiserver-restart';
-    const configMapOf = { before: 'before', after: 'after', steady: 'steady' };
-    await workloads(ns, configMapOf);
+    const w = await workloads(ns, { before: 'before', after: 'after', steady: 'steady' });
     const rollguard = await startRollguard('restart', cp!.kubeconfigPath, ns);
-    await firstPassDone(rollguard, ns, configMapOf);
-    const baseline = await counts(ns, Object.keys(configMapOf));
+    await w.waitAnnotated();
+    await idle(rollguard);
+    const baseline = await rolloutCounts(apps, core, ns, w.sets);
 
-    const beforeVersion = await change(ns, 'before', '1');
+    const beforeVersion = await w.change('before', '1');
     const stopAt = Date.now();
     await cp!.stopApiServer();
     const stoppedAt = Date.now();
@@ -154,13 +104,13 @@ describe('rollguard while its control plane fails', () => {
     );
     await cp!.startApiServer();
     const upAt = Date.now();
-    const afterVersion = await change(ns, 'after', '1');
+    const afterVersion = await w.change('after', '1');
 
-    await onVersion(ns, 'before', 'before', beforeVersion);
-    await onVersion(ns, 'after', 'after', afterVersion);
+    await w.waitForVersion('before', beforeVersion);
+    await w.waitForVersion('after', afterVersion);
     const recoveredMs = Date.now() - upAt;
     await idle(rollguard);
-    const final = await counts(ns, Object.keys(configMapOf));
+    const final = await rolloutCounts(apps, core, ns, w.sets);
 
     expectRollouts('before', baseline.before!, final.before!, [beforeVersion]);
     expectRollouts('after', baseline.after!, final.after!, [afterVersion]);
@@ -182,19 +132,19 @@ describe('rollguard while its control plane fails', () => {
     // restarts (otherwise its watch cache would still serve the old revision); then let through.
     const started = Date.now();
     const ns = 'etcd-compaction';
-    const configMapOf = { changed: 'changed', steady: 'steady' };
-    await workloads(ns, configMapOf);
+    const w = await workloads(ns, { changed: 'changed', steady: 'steady' });
     const proxy = await startFaultProxy({ host: '127.0.0.1', port: apiPort });
     proxies.push(proxy);
     const rollguard = await startRollguard('compaction', kubeconfigThrough(proxy, cp!.kubeconfigPath, cp!.dir), ns);
-    await firstPassDone(rollguard, ns, configMapOf);
-    const baseline = await counts(ns, Object.keys(configMapOf));
+    await w.waitAnnotated();
+    await idle(rollguard);
+    const baseline = await rolloutCounts(apps, core, ns, w.sets);
 
     // (1) compaction alone
     const firstCompactionAt = Date.now();
     await compactEtcd(cp!.etcdUrl);
-    const whileConnected = await change(ns, 'changed', '1');
-    await onVersion(ns, 'changed', 'changed', whileConnected);
+    const whileConnected = await w.change('changed', '1');
+    await w.waitForVersion('changed', whileConnected);
     expect(logsSince(rollguard, firstCompactionAt, 'resourceVersion expired; relisting')).toEqual([]);
 
     // (2) cut off, changed, compacted, watch cache gone, let through
@@ -203,21 +153,21 @@ describe('rollguard while its control plane fails', () => {
     await waitUntil('rollguard to see its ConfigMap watch fail', () =>
       logsSince(rollguard, cutAt, 'list/watch failed; retrying', `configmaps in namespace ${ns}`).length > 0 || 'no failure logged yet',
     );
-    const whileCutOff = await change(ns, 'changed', '2');
+    const whileCutOff = await w.change('changed', '2');
     const compactedAt = await compactEtcd(cp!.etcdUrl);
     await cp!.stopApiServer();
     await cp!.startApiServer();
     proxy.restore();
     const restoredAt = Date.now();
 
-    await onVersion(ns, 'changed', 'changed', whileCutOff);
+    await w.waitForVersion('changed', whileCutOff);
     const recoveredMs = Date.now() - restoredAt;
     const relists = logsSince(rollguard, cutAt, 'resourceVersion expired; relisting', `configmaps in namespace ${ns}`);
     expect(relists.length, 'relists of the ConfigMap cache after the cut').toBeGreaterThanOrEqual(1);
     const expired = Number(relists[0]!.resourceVersion);
     expect(expired, `the resourceVersion rollguard resumed from (${expired}) is below etcd's compaction (${compactedAt})`).toBeLessThan(compactedAt);
     await idle(rollguard);
-    const final = await counts(ns, Object.keys(configMapOf));
+    const final = await rolloutCounts(apps, core, ns, w.sets);
 
     expectRollouts('changed', baseline.changed!, final.changed!, [whileConnected, whileCutOff]);
     expectRollouts('steady', baseline.steady!, final.steady!, []);
