@@ -93,7 +93,12 @@ describe('a watch that silently stops delivering', () => {
 
     // The idle bound applies once the API server has shown that it sends bookmarks. Nothing
     // changes in the namespace, so a drop of a cache's last-event age is a bookmark: about one
-    // BOOKMARK_INTERVAL_MS after the watches started, the slow part of this test.
+    // BOOKMARK_INTERVAL_MS after the watches started, the slow part of this test. A bookmark
+    // carries the newest revision the API server's ConfigMap watch cache has seen, and is sent
+    // only when that is past the revision the watch started from: in a cluster where no
+    // ConfigMap changed since rollguard listed, none comes. So one changes, outside the
+    // watched namespace.
+    await core.createNamespacedConfigMap({ namespace: own, body: { metadata: { name: 'elsewhere' }, data: { v: '0' } } });
     const bookmarkWaitStarted = Date.now();
     const oldest: Record<string, number> = {};
     await waitFor('a bookmark on the ConfigMap watch (its last-event age drops)', async () => {
@@ -146,5 +151,5 @@ describe('a watch that silently stops delivering', () => {
         `(2) all connections frozen, new ones too: silence detected ${detectedMs} ms after the freeze, the change made meanwhile rolled ` +
         `${freezeCatchUpMs} ms after restore; rollouts: changed 2/2 changes, steady 0/0; test ${Date.now() - started} ms`,
     );
-  });
+  }, 4 * BOOKMARK_INTERVAL_MS);
 });
