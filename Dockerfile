@@ -6,9 +6,8 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN --mount=type=cache,target=/root/.npm npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
-# everything tsconfig.build.json includes (test/env is what `rollguard dev` starts)
+# everything tsconfig.build.json includes
 COPY src ./src
-COPY test/env ./test/env
 RUN npm run build
 
 # Production dependencies on their own, so that no dev tool reaches the image.

@@ -1,114 +1,80 @@
 /**
- * Admission throughput and latency: rollguard's /mutate (TLS, keep-alive, a ~10 KB
- * StatefulSet review that gets a patch) against a bare Fastify HTTPS route that echoes
- * `allowed: true`, on the same machine in the same run. The servers run in a child
- * process (one core), the load generator here (the other core).
+ * Admission side by side: rollguard's /mutate, the controller-runtime peer (Go) and a bare
+ * Fastify HTTPS route that answers `allowed: true`, each in its own process pinned to one core
+ * (the same core, one under load at a time), driven by one client pinned to the other core:
+ * the same ~11 KB StatefulSet review that gets a patch, keep-alive TLS with the same certificate,
+ * runs interleaved (A B C A B C) so drift hits all three. Throughput (closed loop) and
+ * p50/p99/p99.9 at fixed rates (open loop), client-side and server-side (a histogram with 5 µs
+ * buckets inside each server). First checks that rollguard's and the peer's patches, applied,
+ * give the same objects. Prints figures and ratios; asserts nothing.
  *
- *   npm run build:bench && node dist/bench/admission.js [seconds]
+ *   npm run build:bench && node dist/bench/admission.js [seconds per run]
+ *   BENCH_ROUNDS (2), BENCH_RATES (500,1000,2000), BENCH_SERVER_NODE_OPTIONS, BENCH_MAX_REQUESTS_PER_CONNECTION
  */
-import { fork, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
 import https from 'node:https';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Fastify from 'fastify';
 import { pino } from 'pino';
 import { createMetrics } from '../src/metrics.js';
 import { createAdmissionHandler } from '../src/admission/handler.js';
-import type { ObjectVersion } from '../src/restarter/annotations.js';
 import { createWebhookServer } from '../src/server/webhook-server.js';
-import { staticCertificateSource } from '../test/env/static-certificate-source.js';
 import { createCertificateAuthority, createSignedCertificate } from '../src/tls/certificates.js';
+import { staticCertificateSource } from '../test/env/static-certificate-source.js';
+import { checkPatchesAgree } from './side-by-side/patch-equivalence.js';
+import { percentileOfCounts, readLatencyHistogram, serveLatencyHistogram } from './side-by-side/latency-histogram.js';
+import { certDir, startBenchProcess, startPeer, type BenchProcess } from './side-by-side/peer.js';
+import { staticLookup, writeVersionsFile, BENCH_VERSIONS } from './side-by-side/static-versions.js';
+import { review } from './side-by-side/review.js';
 
 const SECONDS = Number(process.argv[2] ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+const RATES = (process.env.BENCH_RATES ?? '500,1000,2000').split(',').map(Number);
 const CONCURRENCY = 16;
-const TARGET_RATE = 1_000;
+const CLIENT_CPU = '0';
+const SERVER_CPU = '1';
 
-/** A realistic review: 4 containers, 20 env refs, volumes, ~10 KB of JSON. */
-function review(uid: string): string {
-  const env = Array.from({ length: 20 }, (_, i) => ({
-    name: `SETTING_${i}`,
-    valueFrom: i % 2 ? { configMapKeyRef: { name: `config-${i % 5}`, key: `k${i}` } } : { secretKeyRef: { name: `secret-${i % 3}`, key: `k${i}` } },
-  }));
-  const container = (name: string) => ({
-    name,
-    image: `registry.example/${name}:1.2.3`,
-    env,
-    envFrom: [{ configMapRef: { name: 'shared-config' } }],
-    resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '256Mi' } },
-    ports: [{ containerPort: 8080, name: 'http' }],
-    readinessProbe: { httpGet: { path: '/ready', port: 8080 }, periodSeconds: 5 },
-    volumeMounts: [{ name: 'config', mountPath: '/etc/app' }, { name: 'tls', mountPath: '/etc/tls' }],
-  });
-  const set = {
-    apiVersion: 'apps/v1',
-    kind: 'StatefulSet',
-    metadata: { name: 'db', namespace: 'prod', labels: { 'rollguard.io/enabled': 'true', app: 'db' }, annotations: { 'owner': 'team-a' } },
-    spec: {
-      replicas: 3,
-      serviceName: 'db',
-      selector: { matchLabels: { app: 'db' } },
-      template: {
-        metadata: { labels: { app: 'db' }, annotations: { 'prometheus.io/scrape': 'true' } },
-        spec: {
-          containers: ['db', 'exporter', 'backup', 'proxy'].map(container),
-          initContainers: [container('init')],
-          volumes: [
-            { name: 'config', configMap: { name: 'db-config' } },
-            { name: 'tls', secret: { secretName: 'db-tls' } },
-            { name: 'bundle', projected: { sources: [{ configMap: { name: 'ca-bundle' } }, { secret: { name: 'db-creds' } }] } },
-          ],
-        },
-      },
-    },
-  };
-  return JSON.stringify({
-    apiVersion: 'admission.k8s.io/v1',
-    kind: 'AdmissionReview',
-    request: {
-      uid,
-      kind: { group: 'apps', version: 'v1', kind: 'StatefulSet' },
-      resource: { group: 'apps', version: 'v1', resource: 'statefulsets' },
-      operation: 'CREATE',
-      namespace: 'prod',
-      name: 'db',
-      object: set,
-      userInfo: { username: 'admin' },
-    },
-  });
+type ServerKind = 'rollguard' | 'peer' | 'bare';
+const SERVERS: readonly ServerKind[] = ['rollguard', 'peer', 'bare'];
+
+/** A Node server child: `--serve rollguard|bare <webhookPort> <adminPort> <certDir> <versionsFile>`. */
+async function serveInChild(kind: string, webhookPort: number, adminPort: number, dir: string, versionsFile: string): Promise<void> {
+  const pair = { certPem: fs.readFileSync(path.join(dir, 'tls.crt'), 'utf8'), keyPem: fs.readFileSync(path.join(dir, 'tls.key'), 'utf8') };
+  await serveLatencyHistogram(adminPort);
+  if (kind === 'rollguard') {
+    const logger = pino({ level: 'warn' });
+    const metrics = createMetrics();
+    const webhook = createWebhookServer({
+      host: '127.0.0.1',
+      port: webhookPort,
+      certificates: staticCertificateSource({ ...pair, caPem: fs.readFileSync(path.join(dir, 'ca.crt'), 'utf8') }),
+      handler: createAdmissionHandler({ cachesSynced: () => true, lookup: staticLookup(versionsFile), metrics }),
+      readiness: () => ({ ready: true, reasons: [] }),
+      logger,
+      metrics,
+      ...(process.env.BENCH_MAX_REQUESTS_PER_CONNECTION ? { maxRequestsPerConnection: Number(process.env.BENCH_MAX_REQUESTS_PER_CONNECTION) } : {}),
+    });
+    await webhook.start(new AbortController().signal);
+  } else {
+    const bare = Fastify({ https: { cert: pair.certPem, key: pair.keyPem }, bodyLimit: 8 * 1024 * 1024 });
+    bare.post('/mutate', async (req) => {
+      const uid = (req.body as { request: { uid: string } }).request.uid;
+      return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid, allowed: true } };
+    });
+    await bare.listen({ host: '127.0.0.1', port: webhookPort });
+  }
 }
 
-async function serveInChild(): Promise<void> {
-  const ca = await createCertificateAuthority({ commonName: 'bench-ca', validitySeconds: 3600, keyBits: 2048 });
-  const pair = await createSignedCertificate(ca, { commonName: 'bench', ipAddresses: ['127.0.0.1'], usage: 'server', validitySeconds: 3600, keyBits: 2048 });
-  const logger = pino({ level: 'warn' });
-  const metrics = createMetrics();
-  const version: ObjectVersion = { uid: '0b6a3e7e-4c1b-4f0e-9a7e-6f3c2d1e0f9a', resourceVersion: '123456', ignored: false };
-  const webhook = createWebhookServer({
-    host: '127.0.0.1',
-    port: 0,
-    certificates: staticCertificateSource({ ...pair, caPem: ca.certPem }),
-    handler: createAdmissionHandler({ cachesSynced: () => true, lookup: () => version, metrics }),
-    readiness: () => ({ ready: true, reasons: [] }),
-    logger,
-    metrics,
-    ...(process.env.BENCH_MAX_REQUESTS_PER_CONNECTION ? { maxRequestsPerConnection: Number(process.env.BENCH_MAX_REQUESTS_PER_CONNECTION) } : {}),
-  });
-  await webhook.start(new AbortController().signal);
-  const bare = Fastify({ https: { cert: pair.certPem, key: pair.keyPem }, bodyLimit: 8 * 1024 * 1024 });
-  bare.post('/mutate', async (req) => {
-    const uid = (req.body as { request: { uid: string } }).request.uid;
-    return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid, allowed: true } };
-  });
-  await bare.listen({ host: '127.0.0.1', port: 0 });
-  const barePort = (bare.server.address() as { port: number }).port;
-  process.send?.({ rollguard: webhook.address().port, bare: barePort });
-}
-
-interface Result {
-  requests: number;
-  perSecond: number;
-  p50: number;
-  p99: number;
+interface Run {
+  latencies: number[];
+  serverCounts: number[];
+  seconds: number;
   errors: number;
+  /** open loop: reviews not sent because a second's worth was still unanswered */
+  shed?: number;
 }
 
 function post(agent: https.Agent, port: number, body: string): Promise<number> {
@@ -126,93 +92,180 @@ function post(agent: https.Agent, port: number, body: string): Promise<number> {
   });
 }
 
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+/** A fixed pool, its TLS handshakes done before the clock starts, as the API server keeps one. */
+async function warmAgent(port: number, body: string): Promise<https.Agent> {
+  const agent = new https.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+  await Promise.all(Array.from({ length: CONCURRENCY * 4 }, () => post(agent, port, body)));
+  return agent;
 }
 
 /** Closed loop: CONCURRENCY requests always in flight. */
-async function throughput(port: number, body: string): Promise<Result> {
-  const agent = new https.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+async function closedLoop(server: BenchProcess, body: string, seconds: number): Promise<Run> {
+  const agent = await warmAgent(server.webhookPort, body);
+  await readLatencyHistogram(server.adminPort);
   const latencies: number[] = [];
   let errors = 0;
-  const deadline = Date.now() + SECONDS * 1000;
+  const started = performance.now();
+  const deadline = Date.now() + seconds * 1000;
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
       while (Date.now() < deadline) {
         try {
-          latencies.push(await post(agent, port, body));
+          latencies.push(await post(agent, server.webhookPort, body));
         } catch {
           errors++;
         }
       }
     }),
   );
+  const elapsed = (performance.now() - started) / 1000;
   agent.destroy();
-  latencies.sort((a, b) => a - b);
-  return { requests: latencies.length, perSecond: latencies.length / SECONDS, p50: percentile(latencies, 50), p99: percentile(latencies, 99), errors };
+  return { latencies, serverCounts: await readLatencyHistogram(server.adminPort), seconds: elapsed, errors };
 }
 
-/** Open loop at a fixed rate, so latency is not hidden by the loop waiting on itself. */
-async function atRate(port: number, body: string, rate: number): Promise<Result> {
-  // a fixed pool, opened (TLS handshakes and all) before the clock starts, as the API server keeps one
-  const agent = new https.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
-  await Promise.all(Array.from({ length: CONCURRENCY * 4 }, () => post(agent, port, body)));
-  await openLoop(agent, port, body, rate, 1);
-  const result = await openLoop(agent, port, body, rate, SECONDS);
+/** Open loop at a fixed rate, so latency is not hidden by the loop waiting on itself; one second of it first, unmeasured. */
+async function openLoop(server: BenchProcess, body: string, rate: number, seconds: number): Promise<Run> {
+  const agent = await warmAgent(server.webhookPort, body);
+  const once = async (secs: number): Promise<Run> => {
+    await readLatencyHistogram(server.adminPort);
+    const latencies: number[] = [];
+    let errors = 0;
+    const total = rate * secs;
+    const started = Date.now();
+    const pending = new Set<Promise<void>>();
+    let shed = 0;
+    for (let i = 0; i < total; i++) {
+      const wait = started + (i * 1000) / rate - Date.now();
+      if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+      // a server that cannot keep the rate would queue without end: past a second's backlog, reviews are shed and counted
+      if (pending.size >= rate) {
+        shed++;
+        continue;
+      }
+      const p: Promise<void> = post(agent, server.webhookPort, body)
+        .then((ms) => void latencies.push(ms), () => void errors++)
+        .finally(() => pending.delete(p));
+      pending.add(p);
+    }
+    await Promise.all(pending);
+    return { latencies, serverCounts: await readLatencyHistogram(server.adminPort), seconds: (Date.now() - started) / 1000, errors, shed };
+  };
+  await once(1);
+  const run = await once(seconds);
   agent.destroy();
-  return result;
+  return run;
 }
 
-async function openLoop(agent: https.Agent, port: number, body: string, rate: number, seconds: number): Promise<Result> {
-  const latencies: number[] = [];
-  let errors = 0;
-  const total = rate * seconds;
-  const started = Date.now();
-  const pending: Promise<void>[] = [];
-  for (let i = 0; i < total; i++) {
-    const due = started + (i * 1000) / rate;
-    const wait = due - Date.now();
-    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-    pending.push(post(agent, port, body).then((ms) => void latencies.push(ms), () => void errors++));
+function merged(runs: Run[]): Run {
+  return {
+    latencies: runs.flatMap((r) => r.latencies).sort((a, b) => a - b),
+    serverCounts: runs.reduce<number[]>((sum, r) => r.serverCounts.map((c, i) => c + (sum[i] ?? 0)), []),
+    seconds: runs.reduce((s, r) => s + r.seconds, 0),
+    errors: runs.reduce((s, r) => s + r.errors, 0),
+    shed: runs.reduce((s, r) => s + (r.shed ?? 0), 0),
+  };
+}
+
+function clientPercentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
+}
+
+interface Figures {
+  perSecond: number;
+  client: [number, number, number];
+  server: [number, number, number];
+  requests: number;
+  errors: number;
+  shed: number;
+}
+
+function figures(run: Run): Figures {
+  const ps = [50, 99, 99.9] as const;
+  return {
+    perSecond: run.latencies.length / run.seconds,
+    client: ps.map((p) => clientPercentile(run.latencies, p)) as [number, number, number],
+    server: ps.map((p) => percentileOfCounts(run.serverCounts, p)) as [number, number, number],
+    requests: run.latencies.length,
+    errors: run.errors,
+    shed: run.shed ?? 0,
+  };
+}
+
+function printTable(title: string, by: Record<ServerKind, Figures>, rows: [string, (f: Figures) => number, number][]): void {
+  const col = (s: string, w = 12): string => s.padStart(w);
+  console.log(`\n${title}`);
+  console.log(`${''.padEnd(22)}${col('rollguard')}${col('c-r peer')}${col('bare')}${col('rg/peer', 9)}${col('rg/bare', 9)}`);
+  for (const [label, pick, digits] of rows) {
+    const [rg, peer, bare] = SERVERS.map((s) => pick(by[s]));
+    console.log(
+      `${label.padEnd(22)}${col(rg!.toFixed(digits))}${col(peer!.toFixed(digits))}${col(bare!.toFixed(digits))}${col((rg! / peer!).toFixed(2), 9)}${col((rg! / bare!).toFixed(2), 9)}`,
+    );
   }
-  await Promise.all(pending);
-  latencies.sort((a, b) => a - b);
-  return { requests: latencies.length, perSecond: latencies.length / ((Date.now() - started) / 1000), p50: percentile(latencies, 50), p99: percentile(latencies, 99), errors };
+  const counts = SERVERS.map((s) => `${s} ${by[s].requests} requests, ${by[s].errors} errors${by[s].shed ? `, ${by[s].shed} shed` : ''}`).join('; ');
+  console.log(`  (${counts})`);
 }
 
-const fmt = (r: Result): string =>
-  `${r.perSecond.toFixed(0).padStart(6)} req/s  p50 ${r.p50.toFixed(3)} ms  p99 ${r.p99.toFixed(3)} ms  (${r.requests} requests, ${r.errors} errors)`;
+const LATENCY_ROWS: [string, (f: Figures) => number, number][] = [
+  ['client p50 ms', (f) => f.client[0], 3],
+  ['client p99 ms', (f) => f.client[1], 3],
+  ['client p99.9 ms', (f) => f.client[2], 3],
+  ['server p50 ms', (f) => f.server[0], 3],
+  ['server p99 ms', (f) => f.server[1], 3],
+  ['server p99.9 ms', (f) => f.server[2], 3],
+];
 
 async function main(): Promise<void> {
-  // BENCH_SERVER_NODE_OPTIONS="--max-semi-space-size=32" shows the effect of fewer young-generation collections
+  if (os.availableParallelism() >= 2) execFileSync('taskset', ['-p', '-c', CLIENT_CPU, String(process.pid)], { stdio: 'ignore' });
+  const ca = await createCertificateAuthority({ commonName: 'bench-ca', validitySeconds: 3600, keyBits: 2048 });
+  const pair = await createSignedCertificate(ca, { commonName: 'bench', ipAddresses: ['127.0.0.1'], usage: 'server', validitySeconds: 3600, keyBits: 2048 });
+  const dir = certDir(pair);
+  fs.writeFileSync(path.join(dir, 'ca.crt'), ca.certPem);
+  const versionsFile = writeVersionsFile(dir, BENCH_VERSIONS);
   const execArgv = (process.env.BENCH_SERVER_NODE_OPTIONS ?? '').split(' ').filter(Boolean);
-  const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['--serve'], { stdio: 'inherit', execArgv });
-  const ports = await new Promise<{ rollguard: number; bare: number }>((resolve) => child.once('message', (m) => resolve(m as { rollguard: number; bare: number })));
+  const self = fileURLToPath(import.meta.url);
+  const node = (kind: ServerKind) =>
+    startBenchProcess(process.execPath, ({ webhookPort, adminPort }) => [...execArgv, self, '--serve', kind, String(webhookPort), String(adminPort), dir, versionsFile], {
+      cpus: SERVER_CPU,
+    });
+  const started: BenchProcess[] = [];
   try {
+    const servers = {} as Record<ServerKind, BenchProcess>;
+    for (const kind of SERVERS) {
+      servers[kind] = kind === 'peer' ? await startPeer({ certDir: dir, cpus: SERVER_CPU, versionsFile }) : await node(kind);
+      started.push(servers[kind]);
+    }
+    const cases = await checkPatchesAgree(servers.rollguard.webhookPort, servers.peer.webhookPort);
+    console.log(`patch check: ${cases} reviews, rollguard's and the peer's patches give the same objects`);
+
     const body = review('3f1c2a40-0000-4000-8000-000000000001');
-    console.log(`review body: ${(Buffer.byteLength(body) / 1024).toFixed(1)} KB; ${SECONDS} s per run; servers in one child process, load from this one`);
-    await throughput(ports.rollguard, body); // warm-up: JIT and TLS sessions
-    await throughput(ports.bare, body);
-    const rgMax = await throughput(ports.rollguard, body);
-    const bareMax = await throughput(ports.bare, body);
-    // each open loop runs twice, in turn, and the second pair counts: the first one after the
-    // closed-loop runs pays for the load generator's own garbage collection
-    await atRate(ports.rollguard, body, TARGET_RATE);
-    await atRate(ports.bare, body, TARGET_RATE);
-    const rgRate = await atRate(ports.rollguard, body, TARGET_RATE);
-    const bareRate = await atRate(ports.bare, body, TARGET_RATE);
-    console.log(`max throughput (${CONCURRENCY} in flight, keep-alive):`);
-    console.log(`  rollguard /mutate   ${fmt(rgMax)}`);
-    console.log(`  bare Fastify route  ${fmt(bareMax)}`);
-    console.log(`  ratio rollguard/bare: ${(rgMax.perSecond / bareMax.perSecond).toFixed(2)}`);
-    console.log(`at ${TARGET_RATE} reviews/s (open loop):`);
-    console.log(`  rollguard /mutate   ${fmt(rgRate)}`);
-    console.log(`  bare Fastify route  ${fmt(bareRate)}`);
-    console.log(`  p99 ratio rollguard/bare: ${(rgRate.p99 / bareRate.p99).toFixed(2)}`);
+    console.log(`review body: ${(Buffer.byteLength(body) / 1024).toFixed(1)} KB; ${SECONDS} s per run, ${ROUNDS} rounds interleaved; servers pinned to cpu ${SERVER_CPU}, client to cpu ${CLIENT_CPU}`);
+    for (const kind of SERVERS) await closedLoop(servers[kind], body, 2); // warm-up: JIT and TLS sessions
+
+    const loads: { title: string; run: (s: BenchProcess) => Promise<Run> }[] = [
+      { title: `max throughput (closed loop, ${CONCURRENCY} in flight)`, run: (s) => closedLoop(s, body, SECONDS) },
+      ...RATES.map((rate) => ({ title: `at ${rate} reviews/s (open loop)`, run: (s: BenchProcess) => openLoop(s, body, rate, SECONDS) })),
+    ];
+    const runs = loads.map(() => ({ rollguard: [], peer: [], bare: [] }) as Record<ServerKind, Run[]>);
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const [i, load] of loads.entries()) {
+        for (const kind of SERVERS) runs[i]![kind].push(await load.run(servers[kind]));
+      }
+    }
+    for (const [i, load] of loads.entries()) {
+      const by = Object.fromEntries(SERVERS.map((s) => [s, figures(merged(runs[i]![s]))])) as Record<ServerKind, Figures>;
+      printTable(load.title, by, [['reviews/s', (f) => f.perSecond, 0], ...LATENCY_ROWS]);
+    }
   } finally {
-    child.kill();
+    for (const p of started.reverse()) await p.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 }
 
-if (process.argv.includes('--serve')) void serveInChild();
-else void main();
+if (process.argv[2] === '--serve') {
+  const [, , , kind, webhookPort, adminPort, dir, versionsFile] = process.argv;
+  // an orderly exit, so that --cpu-prof or --heap-prof in BENCH_SERVER_NODE_OPTIONS write their files
+  process.once('SIGTERM', () => process.exit(0));
+  await serveInChild(kind!, Number(webhookPort), Number(adminPort), dir!, versionsFile!);
+} else {
+  await main();
+}

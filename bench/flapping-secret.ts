@@ -5,7 +5,7 @@ import { Manager } from '../src/manager.js';
 import { createMetrics } from '../src/metrics.js';
 import { ENABLED_LABEL } from '../src/restarter/annotations.js';
 import { createRestarterController } from '../src/restarter/controller.js';
-import { startControlPlane } from '../test/env/control-plane.js';
+import { startControlPlane } from '../src/dev/control-plane.js';
 
 // A flapping Secret (cert tooling gone wrong): changed every 200 ms for 2 minutes, referenced by
 // 50 StatefulSets. Rollouts per set with the restart floor (--min-restart-interval) and, as the

@@ -1,30 +1,44 @@
 import { execFile } from 'node:child_process';
+import fs from 'node:fs';
 import https from 'node:https';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
-import { startControlPlane } from '../test/env/control-plane.js';
+import { startControlPlane } from '../src/dev/control-plane.js';
 import { createMetadataCache } from '../src/kube/metadata-cache.js';
 import { RawApi } from '../src/kube/raw-api.js';
 import { IGNORE_LABEL } from '../src/restarter/annotations.js';
+import { createCertificateAuthority, createSignedCertificate } from '../src/tls/certificates.js';
+import { certDir, peakRssOf, rssOf, startPeer } from './side-by-side/peer.js';
+import { startRollguardServe } from './side-by-side/rollguard-serve.js';
 
-// Memory of the metadata caches: RSS after syncing 20,000 ConfigMaps and 20,000 Secrets of
-// 4 KB each, against the same program syncing an empty namespace. Prints figures; asserts nothing.
-// Run: npx tsc -p tsconfig.json && node dist/bench/memory-caches.js
+// Memory side by side, one API server, one run: rollguard's metadata caches and the
+// controller-runtime peer's metadata-only cache (PartialObjectMetadata, managedFields stripped),
+// each in a fresh process, syncing 20,000 ConfigMaps and 20,000 Secrets of 4 KB (every 1,000th
+// labelled rollguard.io/ignore) against the same program syncing an empty namespace; a check that
+// both caches hold the same (namespace, name, uid, resourceVersion, ignored); then idle RSS of the
+// product (`rollguard serve`, nothing to watch) beside the peer's, and what holds rollguard's idle heap.
+// Prints figures and ratios; asserts nothing (but stops when the caches disagree).
+//   npm run build:bench && node dist/bench/memory-caches.js
 
 const OBJECTS_PER_KIND = Number(process.env.BENCH_OBJECTS ?? 20_000);
 const PAYLOAD_BYTES = 4096;
-const CREATE_CONCURRENCY = 64;
-const TARGET_BYTES_PER_OBJECT = 1024;
+const CREATE_CONCURRENCY = 32;
+const IGNORED_EVERY = 1_000;
+const TARGET_BYTES_PER_OBJECT = 600;
 /**
  * Parsing 80 list pages makes V8 grow its young generation to the maximum (64 MB) and keep it
  * until its memory reducer runs after some seconds of quiet: RSS is read right after the sync
  * and again once settled, which is what a long-running replica holds.
  */
-const SETTLE_MS = 20_000;
+const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? 20_000);
+/** What rollguard imports at start, each weighed alone in a fresh process. */
+const PRODUCT_MODULES = ['@kubernetes/client-node', 'fastify', 'pino', 'prom-client', 'node-forge', 'fast-json-patch'];
 
 interface Measurement {
   objects: number;
@@ -35,35 +49,56 @@ interface Measurement {
   rssPeak: number;
   heapBefore: number;
   heapSettled: number;
+  /** entries of the peer's cache that rollguard's lacks or holds otherwise */
+  mismatches?: number;
 }
 
-/** The measured side: a fresh process that syncs the two caches for one namespace and reports its memory. */
-async function measure(kubeconfigPath: string, namespace: string): Promise<Measurement> {
+interface CachedObject {
+  kind: 'ConfigMap' | 'Secret';
+  namespace: string;
+  name: string;
+  uid: string;
+  resourceVersion: string;
+  ignored: boolean;
+}
+
+/** rollguard's side: a fresh process that syncs the two caches for one namespace and reports its memory. */
+async function measure(kubeconfigPath: string, namespace: string, expectedFile: string | undefined): Promise<Measurement> {
   v8.setFlagsFromString('--expose-gc');
   const gc = vm.runInNewContext('gc') as () => void;
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfigPath);
   const logger = pino({ level: 'warn' });
   const api = new RawApi(kc);
-  const caches = [
-    createMetadataCache({ name: 'ConfigMap cache', api, plural: 'configmaps', namespaces: [namespace], ignoreLabel: IGNORE_LABEL, logger }),
-    createMetadataCache({ name: 'Secret cache', api, plural: 'secrets', namespaces: [namespace], ignoreLabel: IGNORE_LABEL, logger }),
-  ];
+  const caches = {
+    ConfigMap: createMetadataCache({ name: 'ConfigMap cache', api, plural: 'configmaps', namespaces: [namespace], ignoreLabel: IGNORE_LABEL, logger }),
+    Secret: createMetadataCache({ name: 'Secret cache', api, plural: 'secrets', namespaces: [namespace], ignoreLabel: IGNORE_LABEL, logger }),
+  };
+  const all = Object.values(caches);
   gc();
   const before = process.memoryUsage();
   const abort = new AbortController();
   const started = performance.now();
-  for (const c of caches) await c.informer.start(abort.signal);
-  for (const c of caches) await c.informer.whenSynced(abort.signal);
+  for (const c of all) await c.informer.start(abort.signal);
+  for (const c of all) await c.informer.whenSynced(abort.signal);
   const syncMs = performance.now() - started;
   gc();
   const synced = process.memoryUsage();
   await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
   gc();
   const settled = process.memoryUsage();
-  const objects = caches.reduce((n, c) => n + c.store.size(), 0);
+  const objects = all.reduce((n, c) => n + c.store.size(), 0);
+  let mismatches: number | undefined;
+  if (expectedFile) {
+    const expected = JSON.parse(fs.readFileSync(expectedFile, 'utf8')) as CachedObject[];
+    mismatches = Math.abs(expected.length - objects);
+    for (const e of expected) {
+      const got = caches[e.kind].store.get(e.namespace, e.name);
+      if (!got || got.uid !== e.uid || got.resourceVersion !== e.resourceVersion || got.ignored !== e.ignored) mismatches++;
+    }
+  }
   abort.abort();
-  await Promise.all(caches.map((c) => c.informer.stopped()));
+  await Promise.all(all.map((c) => c.informer.stopped()));
   return {
     objects,
     syncMs,
@@ -73,7 +108,30 @@ async function measure(kubeconfigPath: string, namespace: string): Promise<Measu
     rssPeak: process.resourceUsage().maxRSS * 1024,
     heapBefore: before.heapUsed,
     heapSettled: settled.heapUsed,
+    mismatches,
   };
+}
+
+/** The peer's side: the Go process, its cache scoped to one namespace, measured from /proc and its /memory. */
+async function measurePeer(kubeconfigPath: string, namespace: string, dir: string): Promise<{ m: Measurement; dump: CachedObject[] }> {
+  const started = performance.now();
+  const peer = await startPeer({ certDir: dir, kubeconfig: kubeconfigPath, namespaces: [namespace] });
+  try {
+    const pid = peer.child.pid!;
+    const heap = async (): Promise<number> => ((await (await fetch(`http://127.0.0.1:${peer.adminPort}/memory`)).json()) as { heapAlloc: number }).heapAlloc;
+    const rssBefore = rssOf(pid);
+    const heapBefore = await heap();
+    while (!((await (await fetch(`http://127.0.0.1:${peer.adminPort}/synced`)).json()) as boolean)) await new Promise((r) => setTimeout(r, 20));
+    const syncMs = performance.now() - started;
+    const rssSynced = rssOf(pid);
+    await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+    const heapSettled = await heap();
+    const rssSettled = rssOf(pid);
+    const dump = ((await (await fetch(`http://127.0.0.1:${peer.adminPort}/cache`)).json()) as CachedObject[] | null) ?? [];
+    return { m: { objects: dump.length, syncMs, rssBefore, rssSynced, rssSettled, rssPeak: peakRssOf(pid), heapBefore, heapSettled }, dump };
+  } finally {
+    await peer.stop();
+  }
 }
 
 /** POSTs over kept-alive connections: client-node opens a TLS connection per request, too slow for 40,000 creates. */
@@ -86,7 +144,7 @@ async function poster(kc: KubeConfig): Promise<(path: string, body: unknown) => 
     new Promise((resolve, reject) => {
       const req = https.request(`${server}${path}`, { method: 'POST', agent, headers: { 'Content-Type': 'application/json' } }, (res) => {
         res.resume();
-        res.on('end', () => (res.statusCode === 201 ? resolve() : reject(new Error(`POST ${path}: HTTP ${res.statusCode}`))));
+        res.on('end', () => (res.statusCode === 201 || res.statusCode === 409 ? resolve() : reject(new Error(`POST ${path}: HTTP ${res.statusCode}`))));
       });
       req.on('error', reject);
       req.end(JSON.stringify(body));
@@ -99,7 +157,8 @@ async function createAll(kc: KubeConfig, namespace: string): Promise<void> {
   const secretPayload = Buffer.alloc((PAYLOAD_BYTES / 4) * 3, 7).toString('base64');
   const jobs: (() => Promise<unknown>)[] = [];
   for (let i = 0; i < OBJECTS_PER_KIND; i++) {
-    const metadata = { name: `bench-object-${String(i).padStart(5, '0')}`, labels: { app: 'bench' } };
+    const labels = { app: 'bench', ...(i % IGNORED_EVERY === 0 ? { [IGNORE_LABEL]: 'true' } : {}) };
+    const metadata = { name: `bench-object-${String(i).padStart(5, '0')}`, labels };
     jobs.push(() => post(`/api/v1/namespaces/${namespace}/configmaps`, { metadata, data: { payload } }));
     jobs.push(() => post(`/api/v1/namespaces/${namespace}/secrets`, { metadata, data: { payload: secretPayload } }));
   }
@@ -113,9 +172,87 @@ async function createAll(kc: KubeConfig, namespace: string): Promise<void> {
 
 const mb = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 
+/** `rollguard serve` with nothing to watch: RSS once ready and settled, and a heap snapshot of it. */
+async function productIdle(kubeconfigPath: string, dir: string, namespace: string): Promise<{ rss: number; peak: number; snapshot: string }> {
+  const snapshotDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollguard-bench-heap-'));
+  const rg = await startRollguardServe({
+    kubeconfigPath,
+    certDir: dir,
+    namespace,
+    watchNamespaces: [namespace],
+    nodeArgs: ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshotDir}`],
+  });
+  try {
+    for (const deadline = Date.now() + 60_000; !(await rg.ready()); await new Promise((r) => setTimeout(r, 200))) {
+      if (Date.now() > deadline) throw new Error('rollguard serve not ready after 60 s');
+    }
+    await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+    const pid = rg.child.pid!;
+    const rss = rssOf(pid);
+    const peak = peakRssOf(pid);
+    rg.child.kill('SIGUSR2');
+    let snapshot = '';
+    for (const until = Date.now() + 60_000; Date.now() < until && !snapshot; await new Promise((r) => setTimeout(r, 500))) {
+      const done = fs.readdirSync(snapshotDir).find((f) => f.endsWith('.heapsnapshot'));
+      // the file is complete once its size stops changing
+      if (done) {
+        const size = fs.statSync(path.join(snapshotDir, done)).size;
+        await new Promise((r) => setTimeout(r, 1000));
+        if (fs.statSync(path.join(snapshotDir, done)).size === size && size > 0) snapshot = path.join(snapshotDir, done);
+      }
+    }
+    return { rss, peak, snapshot };
+  } finally {
+    await rg.stop();
+  }
+}
+
+/** Heap and RSS each product dependency adds when imported alone into a fresh Node process. */
+async function importCosts(): Promise<{ module: string; heap: number; rss: number }[]> {
+  const script = `
+    const gc = require('node:vm').runInNewContext('gc'); gc();
+    const a = process.memoryUsage();
+    await import(process.argv[1]); gc();
+    const b = process.memoryUsage();
+    console.log(JSON.stringify({ heap: b.heapUsed - a.heapUsed, rss: b.rss - a.rss }));`;
+  const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+  const out: { module: string; heap: number; rss: number }[] = [];
+  for (const module of PRODUCT_MODULES) {
+    const { stdout } = await promisify(execFile)(process.execPath, ['--expose-gc', '--input-type=commonjs', '-e', `(async () => {${script}})()`, module], { cwd: repo });
+    out.push({ module, ...(JSON.parse(stdout) as { heap: number; rss: number }) });
+  }
+  return out;
+}
+
+/** Self sizes in a heap snapshot, summed by node type and by the script that holds each closure or compiled code. */
+function snapshotSummary(file: string): string[] {
+  const snap = JSON.parse(fs.readFileSync(file, 'utf8')) as {
+    snapshot: { meta: { node_fields: string[]; node_types: [string[]] } };
+    nodes: number[];
+    strings: string[];
+  };
+  const fields = snap.snapshot.meta.node_fields;
+  const types = snap.snapshot.meta.node_types[0];
+  const [typeAt, nameAt, sizeAt] = ['type', 'name', 'self_size'].map((f) => fields.indexOf(f));
+  const byType = new Map<string, number>();
+  const byName = new Map<string, number>();
+  let total = 0;
+  for (let i = 0; i < snap.nodes.length; i += fields.length) {
+    const type = types[snap.nodes[i + typeAt!]!]!;
+    const name = snap.strings[snap.nodes[i + nameAt!]!]!;
+    const size = snap.nodes[i + sizeAt!]!;
+    total += size;
+    byType.set(type, (byType.get(type) ?? 0) + size);
+    const key = type === 'code' || type === 'closure' || type === 'object' || type === 'array' ? `${type}: ${name.slice(0, 60)}` : undefined;
+    if (key) byName.set(key, (byName.get(key) ?? 0) + size);
+  }
+  const top = (m: Map<string, number>, n: number) => [...m].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, v]) => `    ${mb(v).padStart(9)}  ${k}`);
+  return [`  heap snapshot: ${mb(total)} in all; by node type:`, ...top(byType, 8), '  largest groups (type: constructor or name):', ...top(byName, 12)];
+}
+
 async function main(): Promise<void> {
   if (process.argv[2] === '--measure') {
-    const result = await measure(process.argv[3]!, process.argv[4]!);
+    const result = await measure(process.argv[3]!, process.argv[4]!, process.argv[5]);
     process.stdout.write(JSON.stringify(result));
     return;
   }
@@ -123,6 +260,8 @@ async function main(): Promise<void> {
   const reuse = process.env.BENCH_KUBECONFIG;
   const cp = reuse ? undefined : await startControlPlane({ controllerManager: false });
   const kubeconfigPath = reuse ?? cp!.kubeconfigPath;
+  const ca = await createCertificateAuthority({ commonName: 'bench-ca', validitySeconds: 3600, keyBits: 2048 });
+  const dir = certDir(await createSignedCertificate(ca, { commonName: 'bench', ipAddresses: ['127.0.0.1'], usage: 'server', validitySeconds: 3600, keyBits: 2048 }));
   try {
     const kc = new KubeConfig();
     kc.loadFromFile(kubeconfigPath);
@@ -135,24 +274,53 @@ async function main(): Promise<void> {
       console.log(`created ${OBJECTS_PER_KIND} ConfigMaps and ${OBJECTS_PER_KIND} Secrets of ${PAYLOAD_BYTES} bytes in ${((performance.now() - createStarted) / 1000).toFixed(1)} s`);
     }
 
-    const run = async (namespace: string): Promise<Measurement> => {
-      const { stdout } = await promisify(execFile)(process.execPath, [fileURLToPath(import.meta.url), '--measure', kubeconfigPath, namespace], {
+    const run = async (namespace: string, expectedFile?: string): Promise<Measurement> => {
+      const { stdout } = await promisify(execFile)(process.execPath, [fileURLToPath(import.meta.url), '--measure', kubeconfigPath, namespace, ...(expectedFile ? [expectedFile] : [])], {
         maxBuffer: 1024 * 1024,
       });
       return JSON.parse(stdout) as Measurement;
     };
+    const peerEmpty = (await measurePeer(kubeconfigPath, 'bench-empty', dir)).m;
+    const { m: peerFull, dump } = await measurePeer(kubeconfigPath, 'bench-full', dir);
+    const expectedFile = path.join(dir, 'peer-cache.json');
+    fs.writeFileSync(expectedFile, JSON.stringify(dump));
     const empty = await run('bench-empty');
-    const full = await run('bench-full');
-    const perObject = (a: number, b: number): string => `${mb(a - b)} = ${Math.round((a - b) / full.objects)} bytes per cached object`;
-    const heapDelta = full.heapSettled - full.heapBefore - (empty.heapSettled - empty.heapBefore);
-    console.log(`no objects:     RSS ${mb(empty.rssSynced)} after sync, ${mb(empty.rssSettled)} settled, peak ${mb(empty.rssPeak)}; ${empty.objects} cached`);
-    console.log(`${full.objects} objects: RSS ${mb(full.rssSynced)} after sync, ${mb(full.rssSettled)} settled, peak ${mb(full.rssPeak)}; first sync ${(full.syncMs / 1000).toFixed(2)} s`);
-    console.log(`RSS delta, settled (${SETTLE_MS / 1000} s after sync): ${perObject(full.rssSettled, empty.rssSettled)} (target < ${TARGET_BYTES_PER_OBJECT})`);
-    console.log(`RSS delta, right after sync:  ${perObject(full.rssSynced, empty.rssSynced)} (V8 young generation still grown from parsing the lists)`);
-    console.log(`RSS delta, peak:              ${perObject(full.rssPeak, empty.rssPeak)}`);
-    console.log(`heap delta: ${mb(heapDelta)} = ${Math.round(heapDelta / full.objects)} bytes per cached object`);
-    console.log(`full objects in the API server: ${mb(full.objects * PAYLOAD_BYTES)} of data alone, never read`);
+    const full = await run('bench-full', expectedFile);
+    if (full.mismatches !== 0 || full.objects !== peerFull.objects) {
+      throw new Error(`caches disagree: rollguard ${full.objects} objects, peer ${peerFull.objects}, ${full.mismatches} entries differ`);
+    }
+    console.log(`cache check: both hold the same ${full.objects} (namespace, name, uid, resourceVersion, ignored); the peer strips managedFields`);
+
+    const per = (f: Measurement, e: Measurement, pick: (m: Measurement) => number): number => (pick(f) - pick(e)) / f.objects;
+    const rows: [string, (m: Measurement) => number][] = [
+      ['RSS settled', (m) => m.rssSettled],
+      ['RSS right after sync', (m) => m.rssSynced],
+      ['RSS peak', (m) => m.rssPeak],
+      ['heap (live, after GC)', (m) => m.heapSettled - m.heapBefore],
+    ];
+    const col = (s: string, w = 14): string => s.padStart(w);
+    console.log(`\nbytes per cached object (${full.objects} objects vs an empty namespace; settled = ${SETTLE_MS / 1000} s after sync)`);
+    console.log(`${''.padEnd(24)}${col('rollguard')}${col('c-r peer')}${col('rg/peer', 9)}`);
+    for (const [label, pick] of rows) {
+      const [rg, peer] = [per(full, empty, pick), per(peerFull, peerEmpty, pick)];
+      console.log(`${label.padEnd(24)}${col(rg.toFixed(0))}${col(peer.toFixed(0))}${col((rg / peer).toFixed(2), 9)}`);
+    }
+    console.log(`  rollguard settled target <= ${TARGET_BYTES_PER_OBJECT} B; peak right after sync target <= 2 x settled`);
+    console.log(`  first sync: rollguard ${(full.syncMs / 1000).toFixed(2)} s, peer ${(peerFull.syncMs / 1000).toFixed(2)} s (peer's includes its process start)`);
+    console.log(`  absolute RSS settled: rollguard ${mb(empty.rssSettled)} empty / ${mb(full.rssSettled)} full; peer ${mb(peerEmpty.rssSettled)} / ${mb(peerFull.rssSettled)}`);
+
+    await core.createNamespace({ body: { metadata: { name: 'bench-idle' } } }).catch(() => undefined);
+    const idle = await productIdle(kubeconfigPath, dir, 'bench-idle');
+    const peerIdle = (await measurePeer(kubeconfigPath, 'bench-idle', dir)).m;
+    console.log(`\nidle (nothing to watch, ${SETTLE_MS / 1000} s after ready): rollguard serve RSS ${mb(idle.rss)} (peak ${mb(idle.peak)}); c-r peer RSS ${mb(peerIdle.rssSettled)}; ratio ${(idle.rss / peerIdle.rssSettled).toFixed(2)} (target <= 80 MB)`);
+    if (idle.snapshot) {
+      for (const line of snapshotSummary(idle.snapshot)) console.log(line);
+      fs.rmSync(path.dirname(idle.snapshot), { recursive: true, force: true });
+    }
+    console.log('  heap and RSS each dependency adds, imported alone into a fresh Node:');
+    for (const c of await importCosts()) console.log(`    ${c.module.padEnd(26)} heap ${mb(c.heap).padStart(9)}  RSS ${mb(c.rss).padStart(9)}`);
   } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
     await cp?.stop();
   }
 }

@@ -1,7 +1,7 @@
 import { AppsV1Api, CoreV1Api, KubeConfig, Watch, type V1StatefulSet } from '@kubernetes/client-node';
 import pino from 'pino';
 import { Registry } from 'prom-client';
-import { startControlPlane } from '../test/env/control-plane.js';
+import { startControlPlane } from '../src/dev/control-plane.js';
 import { Manager } from '../src/manager.js';
 import { createMetrics } from '../src/metrics.js';
 import { ENABLED_LABEL, annotationKey } from '../src/restarter/annotations.js';

@@ -6,7 +6,7 @@ import { Worker, isMainThread, parentPort, workerData } from 'node:worker_thread
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
 import { Registry } from 'prom-client';
-import { startControlPlane } from '../test/env/control-plane.js';
+import { startControlPlane } from '../src/dev/control-plane.js';
 import { createMetrics } from '../src/metrics.js';
 import { createWebhookServer, type AdmissionHandler } from '../src/server/webhook-server.js';
 import { createCertificateSource } from '../src/tls/certificate-source.js';

@@ -57,8 +57,8 @@ async function main(argv: string[]): Promise<number> {
     const { serve } = await import('./main.js');
     return serve(parsed.config);
   }
-  const { dev } = await import('./dev.js');
-  return dev(parsed.config);
+  const { dev } = await import('./dev/command.js');
+  return dev(parsed.config, parsed.given);
 }
 
 main(process.argv.slice(2)).then(

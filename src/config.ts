@@ -140,6 +140,8 @@ export interface ParsedArgs {
   positional: string[];
   help: boolean;
   version: boolean;
+  /** flags set by the command line or the environment, not left at their defaults */
+  given: Set<string>;
 }
 
 /**
@@ -150,8 +152,10 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv, command: 'serv
   const specs = FLAGS.filter((f) => (f.commands as readonly string[]).includes(command));
   const byName = new Map<string, FlagSpec>(specs.map((s) => [s.name, s]));
   const values: Record<string, number | boolean | string | string[]> = {};
+  const given = new Set<string>();
   for (const spec of specs) {
     const fromEnv = env[envName(spec.name)];
+    if (fromEnv !== undefined) given.add(spec.name);
     values[camel(spec.name)] =
       fromEnv !== undefined ? parseValue(spec, fromEnv, envName(spec.name)) : parseValue(spec, spec.default, `default of --${spec.name}`);
   }
@@ -186,10 +190,11 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv, command: 'serv
       i++;
     }
     values[camel(spec.name)] = parseValue(spec, raw, `--${name}`);
+    given.add(spec.name);
   }
   const config = values as unknown as Config;
   checkCombinations(config, command);
-  return { config, positional, help, version };
+  return { config, positional, help, version, given };
 }
 
 function checkCombinations(c: Config, command: 'serve' | 'dev'): void {

@@ -15,7 +15,7 @@ export function createMetrics(registry = new Registry()) {
     registry,
     admissionDuration: new Histogram({
       name: 'rollguard_admission_duration_seconds',
-      help: 'Time to answer one admission review, from parsed body to response',
+      help: 'Time to answer one admission review, from parsed body to response, by operation (CREATE, UPDATE, DELETE, CONNECT, invalid)',
       labelNames: ['operation'],
       buckets: ADMISSION_BUCKETS,
       registers: r,

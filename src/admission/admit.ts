@@ -41,7 +41,8 @@ export function admit(review: AdmissionReview, deps: AdmissionDeps): AdmissionRe
   const request = review.request;
   if (!request) throw new TypeError('admit: the AdmissionReview has no request; check it with parseAdmissionReview');
   const object = request.object;
-  if (!routed(request) || !isJsonObject(object)) return admissionResponseFor(request.uid, []);
+  // an object without a metadata map is no Kubernetes object (only a hostile client sends one): nothing to patch
+  if (!routed(request) || !isJsonObject(object) || !isJsonObject(object.metadata)) return admissionResponseFor(request.uid, []);
   const restarter = restarterMutator({ cachesSynced: deps.cachesSynced, lookup: deps.lookup, cacheProgress: deps.cacheProgress });
   const ops = composeMutators(request, object, [restarter, ...(deps.cachesSynced ? (deps.mutators ?? []) : [])]);
   return admissionResponseFor(request.uid, ops);

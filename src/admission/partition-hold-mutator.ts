@@ -1,20 +1,20 @@
-import type { V1StatefulSet } from '@kubernetes/client-node';
 import type { Operation } from 'fast-json-patch';
 import { isJsonObject } from '../kube/json.js';
 import { heldPartition, partitionPatch } from '../rollout/hold.js';
 import type { Mutator } from './mutators.js';
+import { holdView } from './workload-view.js';
 import type { AdmissionRequest } from './review.js';
 
 /**
  * Holds a health-gated StatefulSet at partition = replicas at admission: on CREATE, and on
  * an UPDATE that changes the spec (a new template rolls nothing until rollguard steps it).
- * The object is the wire JSON; heldPartition and partitionPatch read it as a V1StatefulSet,
- * which it is but for dates as strings, and they read no dates.
+ * The object is the wire JSON; heldPartition and partitionPatch read it through holdView, a
+ * V1StatefulSet in which the fields they read have their types or are absent.
  */
 export const holdPartitionMutator: Mutator = (req: AdmissionRequest, object: Record<string, unknown>): Operation[] => {
   if (req.kind.kind !== 'StatefulSet' || (req.operation !== 'CREATE' && req.operation !== 'UPDATE')) return [];
-  const set = object as V1StatefulSet;
-  const oldSet = req.operation === 'UPDATE' && isJsonObject(req.oldObject) ? (req.oldObject as V1StatefulSet) : undefined;
+  const set = holdView(object);
+  const oldSet = req.operation === 'UPDATE' && isJsonObject(req.oldObject) ? holdView(req.oldObject) : undefined;
   const held = heldPartition(oldSet, set);
   return held === undefined ? [] : partitionPatch(set, held);
 };

@@ -1,4 +1,4 @@
-import type { V1ObjectMeta, V1PodTemplateSpec } from '@kubernetes/client-node';
+import type { V1PodTemplateSpec } from '@kubernetes/client-node';
 import { isJsonObject, sameJson } from '../kube/json.js';
 import {
   LAST_RESTART_ANNOTATION,
@@ -15,11 +15,7 @@ import { describeChange } from '../restarter/change-text.js';
 import { templateAnnotationOps, workloadAnnotationOps } from '../restarter/patch.js';
 import { referencedObjects, type ObjectKind } from '../restarter/references.js';
 import type { Mutator } from './mutators.js';
-
-interface WorkloadShape {
-  metadata?: V1ObjectMeta;
-  spec?: { template?: V1PodTemplateSpec | null } | null;
-}
+import { restarterView, type RestarterView } from './workload-view.js';
 
 export interface RestarterMutatorDeps {
   /** Until the caches have synced every version would look absent: only what needs no cache is done. */
@@ -45,12 +41,12 @@ export interface RestarterMutatorDeps {
  */
 export function restarterMutator(deps: RestarterMutatorDeps): Mutator {
   return (request, object) => {
-    const workload = object as WorkloadShape;
+    const workload = restarterView(object);
     const template = workload.spec?.template ?? undefined;
     // On CREATE the object's own namespace is often still empty; the request's is authoritative.
     const namespace = request.namespace || workload.metadata?.namespace || '';
     const current = template?.metadata?.annotations ?? undefined;
-    const old = request.operation === 'UPDATE' && isJsonObject(request.oldObject) ? (request.oldObject as WorkloadShape) : undefined;
+    const old = request.operation === 'UPDATE' && isJsonObject(request.oldObject) ? restarterView(request.oldObject) : undefined;
     const oldTemplate = old?.spec?.template ?? undefined;
     const templateChanged = old === undefined || !sameJson(templateBesidesRollguard(oldTemplate), templateBesidesRollguard(template));
 
@@ -84,7 +80,7 @@ export function restarterMutator(deps: RestarterMutatorDeps): Mutator {
 }
 
 /** The loop writes its restart time with every template patch; nobody else has a reason to. */
-function writtenByTheLoop(old: WorkloadShape, workload: WorkloadShape): boolean {
+function writtenByTheLoop(old: RestarterView, workload: RestarterView): boolean {
   const before = old.metadata?.annotations?.[LAST_RESTART_ANNOTATION];
   const after = workload.metadata?.annotations?.[LAST_RESTART_ANNOTATION];
   return after !== undefined && after !== before;

@@ -1,5 +1,5 @@
 import type { Operation } from 'fast-json-patch';
-import { isJsonObject } from '../kube/json.js';
+import { isJsonObject, nestedDeeperThan } from '../kube/json.js';
 
 export const ADMISSION_API_VERSION = 'admission.k8s.io/v1';
 export const ADMISSION_REVIEW_KIND = 'AdmissionReview';
@@ -68,16 +68,27 @@ export interface AdmissionReview {
   response?: AdmissionResponse;
 }
 
+/**
+ * A StatefulSet is a built-in type whose schema is about 20 levels deep, and the API server drops
+ * unknown fields: 100 levels take any object it sends, and keep the mutators' recursive code
+ * (structuredClone, spec comparison) far from the stack limit that a hostile body could reach.
+ */
+export const MAX_OBJECT_NESTING = 100;
+
 export type ParsedAdmissionReview = { ok: true; review: AdmissionReview } | { ok: false; reason: string };
 
 const OPERATIONS: readonly string[] = ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'] satisfies AdmissionOperation[];
+
+export function isAdmissionOperation(value: unknown): value is AdmissionOperation {
+  return typeof value === 'string' && OPERATIONS.includes(value);
+}
 
 function shown(value: unknown): string {
   if (value === undefined) return 'nothing';
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
   if (typeof value === 'string') return JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value);
-  return `a ${typeof value}`;
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }
 
 function groupVersionKindProblem(field: string, value: unknown): string | undefined {
@@ -107,13 +118,25 @@ export function parseAdmissionReview(body: unknown): ParsedAdmissionReview {
   }
   const kindProblem = groupVersionKindProblem('request.kind', request.kind);
   if (kindProblem) return { ok: false, reason: kindProblem };
-  if (typeof request.operation !== 'string' || !OPERATIONS.includes(request.operation)) {
+  if (!isAdmissionOperation(request.operation)) {
     return {
       ok: false,
       reason: `request.operation: expected one of ${OPERATIONS.join(', ')}, got ${shown(request.operation)}`,
     };
   }
-  // The checks above cover every field the handler reads without a guard.
+  for (const field of ['name', 'namespace', 'subResource'] as const) {
+    const value = request[field];
+    if (value !== undefined && value !== null && typeof value !== 'string') {
+      return { ok: false, reason: `request.${field}: expected a string, got ${shown(value)}` };
+    }
+  }
+  for (const field of ['object', 'oldObject'] as const) {
+    if (nestedDeeperThan(request[field], MAX_OBJECT_NESTING)) {
+      return { ok: false, reason: `request.${field}: nested more than ${MAX_OBJECT_NESTING} levels deep; no Kubernetes object is` };
+    }
+  }
+  // The checks above cover every field the handler reads without a guard; the objects are read through workload-view.ts.
+
   return { ok: true, review: body as unknown as AdmissionReview };
 }
 

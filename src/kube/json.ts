@@ -3,6 +3,40 @@ export function isJsonObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** `value` when it is a JSON object, else undefined: a field of the wrong type counts as absent. */
+export function jsonObjectOrUndefined(value: unknown): Record<string, unknown> | undefined {
+  return isJsonObject(value) ? value : undefined;
+}
+
+/** `value` when it is an array, else empty: a list of the wrong type counts as absent. */
+export function arrayOrEmpty(value: unknown): readonly unknown[] {
+  return Array.isArray(value) ? value : [];
+}
+
+/**
+ * The string entries of a map such as labels or annotations; undefined when `value` is not an
+ * object. Entries of another type are left out, as the API server would never have stored them.
+ */
+export function stringEntries(value: unknown): Record<string, string> | undefined {
+  if (!isJsonObject(value)) return undefined;
+  // fromEntries defines own properties, so a key such as "__proto__" stays an ordinary key
+  return Object.fromEntries(Object.entries(value).filter((entry): entry is [string, string] => typeof entry[1] === 'string'));
+}
+
+/** Whether `value` holds objects or arrays nested more than `max` levels deep; walks without recursion. */
+export function nestedDeeperThan(value: unknown, max: number): boolean {
+  const pending: [unknown, number][] = [[value, 0]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [item, depth] = next;
+    if (typeof item !== 'object' || item === null) continue;
+    if (depth >= max) return true;
+    for (const child of Array.isArray(item) ? item : Object.values(item)) {
+      if (typeof child === 'object' && child !== null) pending.push([child, depth + 1]);
+    }
+  }
+  return false;
+}
+
 /**
  * Structural equality of decoded Kubernetes objects: a key set to undefined or null equals a
  * missing key (the wire and client-node models carry both), Dates compare by time.

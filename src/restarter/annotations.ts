@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { V1ObjectMeta, V1PodTemplateSpec } from '@kubernetes/client-node';
+import type { CachedVersion } from '../kube/metadata-cache.js';
 import { referencedObjects, type ObjectKind } from './references.js';
 import { ABSENT, numericResourceVersion, replaces } from './versions.js';
 
@@ -37,12 +38,8 @@ export const RESTART_REASON_ANNOTATION = 'rollguard.io/restart-reason';
  */
 export const LAST_RESTART_ANNOTATION = 'rollguard.io/last-restart-at';
 
-export interface ObjectVersion {
-  uid: string;
-  resourceVersion: string;
-  /** The object carries IGNORE_LABEL "true". */
-  ignored: boolean;
-}
+/** What the caches know of one object: uid, resourceVersion, and whether it carries IGNORE_LABEL "true". */
+export type ObjectVersion = CachedVersion;
 
 /** The known version of an object; undefined when it does not exist. */
 export type VersionLookup = (kind: ObjectKind, namespace: string, name: string) => ObjectVersion | undefined;

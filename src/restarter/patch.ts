@@ -1,4 +1,5 @@
 import jsonpatch, { type Operation } from 'fast-json-patch';
+import { isJsonObject } from '../kube/json.js';
 import { withDesiredAnnotations, type AnnotationChange, type DesiredAnnotation } from './annotations.js';
 
 const TEMPLATE_METADATA_PATH = '/spec/template/metadata';
@@ -13,7 +14,8 @@ export interface TemplateMetadata {
  * The JSON Patch operations that bring a workload's pod template annotations from what
  * `metadata` holds to `desired`, given the `changes` between them (annotationChanges). The one
  * patch builder: the webhook and the reconcile loop both write with it. A missing metadata or
- * annotations map is added whole, since removals need an existing map.
+ * annotations map is added whole, since removals need an existing map; so is one of the wrong
+ * type (a wire object not yet validated), which the add replaces.
  */
 export function templateAnnotationOps(
   metadata: TemplateMetadata | null | undefined,
@@ -21,8 +23,8 @@ export function templateAnnotationOps(
   changes: AnnotationChange[],
 ): Operation[] {
   if (changes.length === 0) return [];
-  if (!metadata) return [{ op: 'add', path: TEMPLATE_METADATA_PATH, value: { annotations: withDesiredAnnotations(undefined, desired) } }];
-  if (!metadata.annotations) return [{ op: 'add', path: TEMPLATE_ANNOTATIONS_PATH, value: withDesiredAnnotations(undefined, desired) }];
+  if (!isJsonObject(metadata)) return [{ op: 'add', path: TEMPLATE_METADATA_PATH, value: { annotations: withDesiredAnnotations(undefined, desired) } }];
+  if (!isJsonObject(metadata.annotations)) return [{ op: 'add', path: TEMPLATE_ANNOTATIONS_PATH, value: withDesiredAnnotations(undefined, desired) }];
   return changes.map(({ key, from, to }): Operation => {
     const path = `${TEMPLATE_ANNOTATIONS_PATH}/${jsonpatch.escapePathComponent(key)}`;
     if (to === undefined) return { op: 'remove', path };

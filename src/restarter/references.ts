@@ -1,4 +1,4 @@
-import type { V1Container, V1PodTemplateSpec, V1Volume } from '@kubernetes/client-node';
+import { arrayOrEmpty, jsonObjectOrUndefined } from '../kube/json.js';
 
 export type ObjectKind = 'ConfigMap' | 'Secret';
 
@@ -7,30 +7,33 @@ export interface Reference {
   name: string;
 }
 
-type Visit = (kind: ObjectKind, name: string | undefined) => void;
+type Visit = (kind: ObjectKind, name: unknown) => void;
 
-function visitVolumes(volumes: V1Volume[], visit: Visit): void {
-  for (const volume of volumes) {
-    if (volume.configMap) visit('ConfigMap', volume.configMap.name);
-    if (volume.secret) visit('Secret', volume.secret.secretName);
-    for (const source of volume.projected?.sources ?? []) {
-      if (source.configMap) visit('ConfigMap', source.configMap.name);
-      if (source.secret) visit('Secret', source.secret.name);
+// The template may be the wire JSON of an admission review, not yet validated by anyone:
+// every field is read as unknown, and one of the wrong type counts as absent.
+const field = (value: unknown, key: string): unknown => jsonObjectOrUndefined(value)?.[key];
+
+function visitVolumes(volumes: unknown, visit: Visit): void {
+  for (const volume of arrayOrEmpty(volumes)) {
+    visit('ConfigMap', field(field(volume, 'configMap'), 'name'));
+    visit('Secret', field(field(volume, 'secret'), 'secretName'));
+    for (const source of arrayOrEmpty(field(field(volume, 'projected'), 'sources'))) {
+      visit('ConfigMap', field(field(source, 'configMap'), 'name'));
+      visit('Secret', field(field(source, 'secret'), 'name'));
     }
   }
 }
 
-function visitContainers(containers: V1Container[], visit: Visit): void {
-  for (const container of containers) {
-    for (const env of container.env ?? []) {
-      const configMapRef = env.valueFrom?.configMapKeyRef;
-      if (configMapRef) visit('ConfigMap', configMapRef.name);
-      const secretRef = env.valueFrom?.secretKeyRef;
-      if (secretRef) visit('Secret', secretRef.name);
+function visitContainers(containers: unknown, visit: Visit): void {
+  for (const container of arrayOrEmpty(containers)) {
+    for (const env of arrayOrEmpty(field(container, 'env'))) {
+      const valueFrom = field(env, 'valueFrom');
+      visit('ConfigMap', field(field(valueFrom, 'configMapKeyRef'), 'name'));
+      visit('Secret', field(field(valueFrom, 'secretKeyRef'), 'name'));
     }
-    for (const source of container.envFrom ?? []) {
-      if (source.configMapRef) visit('ConfigMap', source.configMapRef.name);
-      if (source.secretRef) visit('Secret', source.secretRef.name);
+    for (const source of arrayOrEmpty(field(container, 'envFrom'))) {
+      visit('ConfigMap', field(field(source, 'configMapRef'), 'name'));
+      visit('Secret', field(field(source, 'secretRef'), 'name'));
     }
   }
 }
@@ -40,21 +43,21 @@ function visitContainers(containers: V1Container[], visit: Visit): void {
  * volumes (plain and projected), env value sources and envFrom, of containers and
  * init containers (sidecars are init containers). Ephemeral containers cannot be
  * part of a template. One entry per (kind, name), sorted by kind then name.
+ * `template` is a V1PodTemplateSpec or the wire JSON of one; a field of the wrong type
+ * (a list that is not an array, a name that is not a string) counts as absent.
  */
-export function referencedObjects(template: V1PodTemplateSpec | undefined): Reference[] {
+export function referencedObjects(template: unknown): Reference[] {
   const found = new Map<string, Reference>();
   const visit: Visit = (kind, name) => {
-    if (!name) return;
+    if (typeof name !== 'string' || name === '') return;
     const id = `${kind}/${name}`;
     if (!found.has(id)) found.set(id, { kind, name });
   };
 
-  const spec = template?.spec;
-  if (spec) {
-    visitVolumes(spec.volumes ?? [], visit);
-    visitContainers(spec.initContainers ?? [], visit);
-    visitContainers(spec.containers ?? [], visit);
-  }
+  const spec = field(template, 'spec');
+  visitVolumes(field(spec, 'volumes'), visit);
+  visitContainers(field(spec, 'initContainers'), visit);
+  visitContainers(field(spec, 'containers'), visit);
 
   // Code-unit order, not locale order: the result must be the same on every replica.
   return [...found.values()].sort((a, b) =>

@@ -4,7 +4,8 @@ import Fastify, { LogController, type FastifyError } from 'fastify';
 import type { Logger } from 'pino';
 import type { Runnable } from '../manager.js';
 import type { Metrics } from '../metrics.js';
-import { ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND } from '../admission/review.js';
+import { ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND, isAdmissionOperation, type AdmissionOperation } from '../admission/review.js';
+import { isJsonObject } from '../kube/json.js';
 import type { CertificateSource } from '../tls/certificate-source.js';
 import type { ServingKeyPair } from '../tls/certificates.js';
 import type { Readiness } from './readiness.js';
@@ -123,9 +124,13 @@ export function errorReply(err: FastifyError, bodyLimitBytes: number): { status:
   return { status, reason: err.message };
 }
 
-function operationOf(body: unknown): string {
-  const request = (body as { request?: { operation?: unknown } } | undefined)?.request;
-  return typeof request?.operation === 'string' ? request.operation : 'unknown';
+/**
+ * The `operation` label of a review: one of the four operations, or "invalid". The body is not
+ * checked yet, and a label taken from it as it is would make one series per string a client sends.
+ */
+export function operationLabel(body: unknown): AdmissionOperation | 'invalid' {
+  const operation = isJsonObject(body) && isJsonObject(body.request) ? body.request.operation : undefined;
+  return isAdmissionOperation(operation) ? operation : 'invalid';
 }
 
 interface ServerState {
@@ -195,7 +200,7 @@ function buildApp(opts: WebhookServerOptions, state: ServerState) {
   });
 
   app.post('/mutate', { schema: { body: ADMISSION_REVIEW_SCHEMA } }, async (request, reply) => {
-    const operation = operationOf(request.body);
+    const operation = operationLabel(request.body);
     metrics.admissionInFlight.inc();
     const stopTimer = metrics.admissionDuration.startTimer({ operation });
     try {

@@ -1,5 +1,5 @@
 import type { TestProject } from 'vitest/node';
-import { startControlPlane } from './control-plane.js';
+import { startControlPlane } from '../../src/dev/control-plane.js';
 import { buildRollguard } from './rollguard-process.js';
 
 declare module 'vitest' {

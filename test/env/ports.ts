@@ -1,15 +1,1 @@
-import net from 'node:net';
-
-/** A loopback port that was free a moment ago. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      if (addr === null || typeof addr === 'string') return reject(new Error('no port assigned'));
-      srv.close(() => resolve(addr.port));
-    });
-  });
-}
+export { freePort } from '../../src/dev/ports.js';

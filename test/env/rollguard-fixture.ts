@@ -1,5 +1,5 @@
 import { createNamespace, testCluster } from './cluster.js';
-import { FakeKubelet } from './fake-kubelet.js';
+import { FakeKubelet } from '../../src/dev/fake-kubelet.js';
 import { freePort } from './ports.js';
 import { startRollguardProcess, type RollguardProcess } from './rollguard-process.js';
 import { registerWebhook, type WebhookRegistration } from './webhook-registration.js';

@@ -1,28 +1,6 @@
-/**
- * Polls `probe` until it returns a value other than undefined, or the deadline passes.
- * On timeout the error says what the probe last saw, so a failing test explains itself.
- */
-export async function waitFor<T>(
-  what: string,
-  probe: () => Promise<T | undefined> | T | undefined,
-  { timeoutMs = 30_000, intervalMs = 100 }: { timeoutMs?: number; intervalMs?: number } = {},
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-      last = 'probe returned undefined';
-    } catch (err) {
-      last = err instanceof Error ? err.message : err;
-    }
-    if (Date.now() >= deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last saw: ${describe(last)}`);
-    }
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
-}
+import { waitFor } from '../../src/dev/wait.js';
+
+export { waitFor };
 
 /** Lets the probe record what it saw, for the timeout message. */
 export async function waitUntil(
@@ -41,13 +19,4 @@ export async function waitUntil(
     },
     opts,
   );
-}
-
-function describe(v: unknown): string {
-  if (typeof v === 'string') return v;
-  try {
-    return JSON.stringify(v);
-  } catch {
-    return String(v);
-  }
 }

@@ -1,43 +1,13 @@
-import { AdmissionregistrationV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { registerWebhook as registerDevWebhook, type WebhookRegistration } from '../../src/dev/webhook-registration.js';
 
-export interface WebhookRegistration {
-  name: string;
-  delete(): Promise<void>;
-}
+export type { WebhookRegistration };
 
-/**
- * Registers rollguard's webhook by URL on loopback, as envtest does, for the StatefulSets of one
- * namespace. The caBundle is left empty: rollguard injects it (pass it --webhook-configuration=name).
- */
-export async function registerWebhook(
+/** rollguard's webhook by URL on loopback for the StatefulSets of one namespace. */
+export function registerWebhook(
   kc: KubeConfig,
   opts: { name: string; port: number; namespace: string; failurePolicy?: 'Ignore' | 'Fail'; timeoutSeconds?: number },
 ): Promise<WebhookRegistration> {
-  const api = kc.makeApiClient(AdmissionregistrationV1Api);
-  await api.createMutatingWebhookConfiguration({
-    body: {
-      metadata: { name: opts.name },
-      webhooks: [
-        {
-          name: 'statefulsets.rollguard.io',
-          clientConfig: { url: `https://127.0.0.1:${opts.port}/mutate` },
-          rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: ['statefulsets'] }],
-          objectSelector: { matchLabels: { [ENABLED_LABEL]: 'true' } },
-          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': opts.namespace } },
-          failurePolicy: opts.failurePolicy ?? 'Ignore',
-          sideEffects: 'None',
-          reinvocationPolicy: 'IfNeeded',
-          admissionReviewVersions: ['v1'],
-          timeoutSeconds: opts.timeoutSeconds ?? 5,
-        },
-      ],
-    },
-  });
-  return {
-    name: opts.name,
-    delete: async () => {
-      await api.deleteMutatingWebhookConfiguration({ name: opts.name }).catch(() => undefined);
-    },
-  };
+  const { namespace, ...rest } = opts;
+  return registerDevWebhook(kc, { ...rest, namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': namespace } } });
 }

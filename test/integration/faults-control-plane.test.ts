@@ -1,7 +1,8 @@
 import { AppsV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFailed } from 'vitest';
 import { ConfigWorkloads } from '../env/config-workloads.js';
-import { compactEtcd, startControlPlane, type ControlPlane } from '../env/control-plane.js';
+import { startControlPlane, type ControlPlane } from '../../src/dev/control-plane.js';
+import { compactEtcd } from '../env/etcd-compaction.js';
 import { kubeconfigThrough, startFaultProxy, type FaultProxy } from '../env/fault-proxy.js';
 import { printProcessLogsOnFailure, startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
 import { expectRollouts, rolloutCounts } from '../env/rollouts.js';

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { controlPlaneBinaries } from '../env/control-plane.js';
+import { controlPlaneBinaries } from '../../src/dev/control-plane.js';
 import { testCluster } from '../env/cluster.js';
 import { startRollguardFixture, type RollguardFixture } from '../env/rollguard-fixture.js';
 
@@ -12,22 +12,20 @@ const KUTTL_TIMEOUT_MS = 240_000;
 // The kuttl cases under test/kuttl, run by the real kubectl-kuttl against the test control plane
 // with rollguard (webhook and loop) in front of one namespace that every case uses.
 describe('kuttl cases', () => {
-  const { core, kubeconfigPath } = testCluster();
+  const { kubeconfigPath } = testCluster();
   let fixture: RollguardFixture;
   let ns: string;
 
   beforeAll(async () => {
     fixture = await startRollguardFixture({ name: 'kuttl', webhook: 'registered', args: ['--debounce=1s'] });
     ns = fixture.ns;
-    // kuttl waits for the namespace's default ServiceAccount, which no controller here creates
-    await core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: 'default' } } });
   });
   afterAll(async () => {
     await fixture?.teardown();
   });
 
   it('pass with kubectl-kuttl', async () => {
-    const kuttlDir = execFileSync('bash', ['test/env/build-kuttl.sh'], { encoding: 'utf8' }).trim().split('\n').pop()!;
+    const kuttlDir = execFileSync('bash', ['src/dev/build-kuttl.sh'], { encoding: 'utf8' }).trim().split('\n').pop()!;
     const kubectlDir = controlPlaneBinaries();
     // kuttl writes a kubeconfig into its working folder: keep that out of the repo
     const work = fs.mkdtempSync(path.join(os.tmpdir(), 'rollguard-kuttl-'));

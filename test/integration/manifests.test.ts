@@ -27,7 +27,7 @@ import { parseArgs, type Config } from '../../src/config.js';
 import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
 import { referencedObjects } from '../../src/restarter/references.js';
 import { isHealthGated } from '../../src/rollout/decision.js';
-import { controlPlaneBinaries } from '../env/control-plane.js';
+import { controlPlaneBinaries } from '../../src/dev/control-plane.js';
 import { printControlPlaneLogsOnFailure, testCluster } from '../env/cluster.js';
 
 // Renders every way of installing rollguard (kustomize base and overlays, the Helm chart
@@ -108,7 +108,7 @@ describe('deploy manifests', () => {
   beforeAll(async () => {
     const suffix = Math.random().toString(36).slice(2, 8);
     ctx = {
-      kubectl: tool(controlPlaneBinaries(), 'kubectl', 'test/env/build-binaries.sh'),
+      kubectl: tool(controlPlaneBinaries(), 'kubectl', 'src/dev/build-binaries.sh'),
       helm: tool(await buildTools(), 'helm', 'test/env/build-tools.sh'),
       kubeVersion: (await kc.makeApiClient(VersionApi).getCode()).gitVersion,
       namespace: `manifests-${suffix}`,

@@ -10,9 +10,9 @@ import {
   type V1PolicyRule,
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { controlPlaneBinaries, kubeconfig } from '../env/control-plane.js';
+import { controlPlaneBinaries, kubeconfig } from '../../src/dev/control-plane.js';
 import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
-import { FakeKubelet } from '../env/fake-kubelet.js';
+import { FakeKubelet } from '../../src/dev/fake-kubelet.js';
 import { startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
 import { waitFor, waitUntil } from '../env/wait.js';
 import { createSignedCertificate } from '../../src/tls/certificates.js';

@@ -2,7 +2,7 @@ import { Registry } from 'prom-client';
 import pino from 'pino';
 import type { CoreV1Event, V1StatefulSet } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { FakeKubelet } from '../env/fake-kubelet.js';
+import { FakeKubelet } from '../../src/dev/fake-kubelet.js';
 import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
 import { waitFor, waitUntil } from '../env/wait.js';
 import { Manager } from '../../src/manager.js';

@@ -2,7 +2,7 @@ import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
 import { printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
-import type { FakeKubelet } from '../env/fake-kubelet.js';
+import type { FakeKubelet } from '../../src/dev/fake-kubelet.js';
 import { startRollguardFixture, type RollguardFixture } from '../env/rollguard-fixture.js';
 import type { RollguardProcess } from '../env/rollguard-process.js';
 import { waitFor, waitUntil } from '../env/wait.js';

@@ -14,7 +14,7 @@ import { createRolloutController, type RolloutController, type RolloutController
 import { HEALTH_GATED_ANNOTATION, HEALTH_GATED_VALUE, HEALTH_URL_ANNOTATION } from '../../src/rollout/decision.js';
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
 import { REVISION_LABEL } from '../../src/rollout/pods.js';
-import { FakeKubelet } from '../env/fake-kubelet.js';
+import { FakeKubelet } from '../../src/dev/fake-kubelet.js';
 import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
 import { waitFor, waitUntil } from '../env/wait.js';
 

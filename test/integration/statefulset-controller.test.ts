@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { FakeKubelet } from '../env/fake-kubelet.js';
+import { FakeKubelet } from '../../src/dev/fake-kubelet.js';
 import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
 import { waitFor } from '../env/wait.js';
 

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest'
 import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
 import { HEALTH_GATED_ANNOTATION, HEALTH_GATED_VALUE } from '../../src/rollout/decision.js';
 import { statefulSet } from '../env/cluster.js';
-import { startControlPlane, type ControlPlane } from '../env/control-plane.js';
+import { startControlPlane, type ControlPlane } from '../../src/dev/control-plane.js';
 import { startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
 import { waitUntil } from '../env/wait.js';
 

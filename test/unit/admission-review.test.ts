@@ -5,6 +5,13 @@ function body(request: unknown, overrides: Record<string, unknown> = {}): Record
   return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request, ...overrides };
 }
 
+/** Arrays inside arrays, `levels` of them. */
+function nested(levels: number): unknown {
+  let value: unknown = 1;
+  for (let i = 0; i < levels; i++) value = [value];
+  return value;
+}
+
 const request = {
   uid: '705ab4f5-6393-11e8-b7cc-42010a800002',
   kind: { group: 'apps', version: 'v1', kind: 'StatefulSet' },
@@ -16,6 +23,10 @@ const request = {
 };
 
 describe('parseAdmissionReview', () => {
+  it('takes an object exactly 100 levels deep', () => {
+    expect(parseAdmissionReview(body({ ...request, object: nested(100) })).ok).toBe(true);
+  });
+
   it.each([
     { name: 'null', input: null, reason: 'body: expected an AdmissionReview object, got null' },
     { name: 'a string', input: 'hello', reason: 'body: expected an AdmissionReview object, got "hello"' },
@@ -46,6 +57,19 @@ describe('parseAdmissionReview', () => {
       name: 'unknown operation',
       input: body({ ...request, operation: 'PATCH' }),
       reason: 'request.operation: expected one of CREATE, UPDATE, DELETE, CONNECT, got "PATCH"',
+    },
+    { name: 'a namespace that is an object', input: body({ ...request, namespace: { a: 1 } }), reason: 'request.namespace: expected a string, got an object' },
+    { name: 'a name that is a number', input: body({ ...request, name: 3 }), reason: 'request.name: expected a string, got a number' },
+    { name: 'a subResource that is an array', input: body({ ...request, subResource: ['status'] }), reason: 'request.subResource: expected a string, got an array' },
+    {
+      name: 'an object nested deeper than any Kubernetes object',
+      input: body({ ...request, object: nested(101) }),
+      reason: 'request.object: nested more than 100 levels deep; no Kubernetes object is',
+    },
+    {
+      name: 'an oldObject nested deeper than any Kubernetes object',
+      input: body({ ...request, operation: 'UPDATE', oldObject: { spec: nested(100) } }),
+      reason: 'request.oldObject: nested more than 100 levels deep; no Kubernetes object is',
     },
   ])('rejects $name', ({ input, reason }) => {
     expect(parseAdmissionReview(input)).toEqual({ ok: false, reason });

@@ -83,4 +83,10 @@ describe('parseArgs', () => {
     expect(() => parseArgs(['--dev-dir', 'x'], {}, 'serve')).toThrow(/unknown flag --dev-dir/);
     expect(parseArgs(['--dev-dir', 'x'], {}, 'dev').config.devDir).toBe('x');
   });
+
+  it('tells flags the user set (by flag or environment) from defaults', () => {
+    const r = parseArgs(['--admin-port=8080', '--debounce', '2s'], { ROLLGUARD_WEBHOOK_HOST: '127.0.0.1' }, 'dev');
+    expect([...r.given].sort()).toEqual(['admin-port', 'debounce', 'webhook-host']);
+    expect(r.given.has('webhook-port')).toBe(false);
+  });
 });

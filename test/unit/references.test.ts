@@ -160,3 +160,30 @@ describe('referencedObjects', () => {
     expect(t).toEqual(before);
   });
 });
+
+describe('referencedObjects on the wire JSON of a review, fields of the wrong type', () => {
+  // an admission review reaches us before anything validated it: a wrong-typed field is absent
+  const good = { name: 'app', envFrom: [{ configMapRef: { name: 'kept' } }] };
+  const cases: { name: string; template: unknown }[] = [
+    { name: 'template an array', template: [good] },
+    { name: 'template a string', template: 'spec' },
+    { name: 'spec a number', template: { spec: 7 } },
+    { name: 'volumes an object', template: { spec: { containers: [good], volumes: { name: 'v', configMap: { name: 'x' } } } } },
+    { name: 'volumes a string', template: { spec: { containers: [good], volumes: 'configMap' } } },
+    { name: 'containers a string', template: { spec: { containers: 'app', initContainers: [good] } } },
+    { name: 'containers a number', template: { spec: { containers: 3, initContainers: [good] } } },
+    { name: 'env an object', template: { spec: { containers: [{ ...good, env: { valueFrom: { configMapKeyRef: { name: 'x' } } } }] } } },
+    { name: 'envFrom entries of the wrong type', template: { spec: { containers: [{ ...good, envFrom: [null, 'x', 3, ...good.envFrom] }] } } },
+    { name: 'valueFrom a string', template: { spec: { containers: [{ ...good, env: [{ name: 'A', valueFrom: 'x' }] }] } } },
+    { name: 'a name that is a number', template: { spec: { containers: [{ ...good, env: [{ name: 'A', valueFrom: { secretKeyRef: { name: 42 } } }] }] } } },
+    { name: 'a name that is an object', template: { spec: { containers: [good], volumes: [{ name: 'v', secret: { secretName: { x: 1 } } }] } } },
+    { name: 'projected sources an object', template: { spec: { containers: [good], volumes: [{ name: 'v', projected: { sources: { secret: { name: 'x' } } } }] } } },
+    { name: 'projected sources with nulls', template: { spec: { containers: [good], volumes: [{ name: 'v', projected: { sources: [null, { configMap: null }] } }] } } },
+  ];
+
+  it.each(cases)('$name: no throw, the wrong-typed part counts as absent', ({ template }) => {
+    const found = referencedObjects(template);
+    expect(found.every((r) => typeof r.name === 'string')).toBe(true);
+    expect(found.filter((r) => r.name !== 'kept')).toEqual([]);
+  });
+});

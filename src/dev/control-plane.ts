@@ -5,13 +5,29 @@ import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createCertificateAuthority, createSignedCertificate, type KeyPairPem } from '../../src/tls/certificates.js';
+import { createCertificateAuthority, createSignedCertificate, type KeyPairPem } from '../tls/certificates.js';
 import { freePort } from './ports.js';
 import { waitFor } from './wait.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-/** The repo root, whether this runs from test/env or from its compiled copy in dist/test/env. */
-const REPO_ROOT = findRepoRoot(HERE);
+const BUILD_SCRIPT = 'build-binaries.sh';
+const NEEDED_BINARIES = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kubectl'];
+/**
+ * What a user relies on in a cluster: namespaces delete, each gets its `default` ServiceAccount,
+ * owners collect their dependants, PVCs in use are protected, PodDisruptionBudgets report, and the
+ * workload kinds run. No node-lifecycle: the fake kubelet's Node never heartbeats.
+ */
+export const CONTROLLERS = [
+  'namespace-controller',
+  'serviceaccount-controller',
+  'garbage-collector-controller',
+  'persistentvolumeclaim-protection-controller',
+  'disruption-controller',
+  'statefulset-controller',
+  'deployment-controller',
+  'replicaset-controller',
+  'daemonset-controller',
+];
 const STATE_PREFIX = 'rollguard-cp-';
 const CERT_VALIDITY_SECONDS = 7 * 24 * 3600;
 
@@ -25,7 +41,7 @@ export interface ControlPlane {
   ca: KeyPairPem;
   /** http://127.0.0.1:PORT, etcd's client URL (it serves the v3 JSON gateway, e.g. POST /v3/kv/compaction) */
   etcdUrl: string;
-  /** the last lines of every process log, for a failing test */
+  /** the last lines of every process log, to explain a failure */
   logTail(lines?: number): string;
   /** SIGTERM to kube-apiserver alone; etcd (and the controller manager) keep running. */
   stopApiServer(): Promise<void>;
@@ -50,11 +66,45 @@ interface Proc {
   exitCode?: number | null;
 }
 
-/** Path of the etcd/kube-apiserver/kube-controller-manager binaries (builds them on first use). */
+/**
+ * The folder of etcd, kube-apiserver, kube-controller-manager and kubectl: $KUBEBUILDER_ASSETS when set,
+ * else what build-binaries.sh (beside this module's source) prints, which builds them with Go on first use.
+ */
 export function controlPlaneBinaries(): string {
-  const script = path.join(REPO_ROOT, 'test', 'env', 'build-binaries.sh');
-  const out = execFileSync('bash', [script], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
+  const assets = process.env.KUBEBUILDER_ASSETS;
+  if (assets) {
+    const missing = NEEDED_BINARIES.filter((b) => !isExecutable(path.join(assets, b)));
+    if (missing.length > 0) throw new Error(`KUBEBUILDER_ASSETS=${assets} has no executable ${missing.join(', ')}`);
+    return assets;
+  }
+  const out = execFileSync('bash', [devScript(BUILD_SCRIPT)], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
   return out.trim().split('\n').pop() ?? '';
+}
+
+/**
+ * A build script of src/dev, from the source tree or from its compiled copy in dist/src/dev.
+ * The container image has neither (nor bash, nor Go): there the error says what to do instead.
+ */
+export function devScript(name: string): string {
+  for (let dir = HERE; ; dir = path.dirname(dir)) {
+    const candidate = path.join(dir, 'src', 'dev', name);
+    if (fs.existsSync(candidate)) return candidate;
+    if (path.dirname(dir) === dir) {
+      throw new Error(
+        `no src/dev/${name} above ${HERE}: rollguard dev builds its control plane from a clone of the repository; ` +
+          `elsewhere (the container image) set KUBEBUILDER_ASSETS to a folder holding ${NEEDED_BINARIES.join(', ')}`,
+      );
+    }
+  }
+}
+
+function isExecutable(file: string): boolean {
+  try {
+    fs.accessSync(file, fs.constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
@@ -191,7 +241,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       const kcmPort = await freePort();
       const kcm = launch('kube-controller-manager', [
         `--kubeconfig=${kcmKubeconfig}`,
-        '--controllers=statefulset-controller,garbage-collector-controller',
+        `--controllers=${CONTROLLERS.join(',')}`,
         '--leader-elect=false',
         '--use-service-account-credentials=false',
         '--bind-address=127.0.0.1',
@@ -226,7 +276,7 @@ async function writePki(dir: string): Promise<Pki> {
   fs.mkdirSync(pkiDir, { recursive: true });
   const file = (name: string): string => path.join(pkiDir, name);
   const common = { validitySeconds: CERT_VALIDITY_SECONDS, keyBits: 2048 };
-  const ca = await createCertificateAuthority({ ...common, commonName: 'rollguard-test-ca' });
+  const ca = await createCertificateAuthority({ ...common, commonName: 'rollguard-local-ca' });
   const apiserver = await createSignedCertificate(ca, {
     ...common,
     commonName: 'kube-apiserver',
@@ -236,7 +286,7 @@ async function writePki(dir: string): Promise<Pki> {
   });
   const admin = await createSignedCertificate(ca, {
     ...common,
-    commonName: 'rollguard-test-admin',
+    commonName: 'rollguard-admin',
     organizations: ['system:masters'],
     usage: 'client',
   });
@@ -259,7 +309,7 @@ async function writePki(dir: string): Promise<Pki> {
       'omitStages: [RequestReceived]',
       'rules:',
       '  - level: None',
-      '    users: ["system:kube-controller-manager", "system:apiserver", "rollguard-test-admin"]',
+      '    users: ["system:kube-controller-manager", "system:apiserver", "rollguard-admin"]',
       '  - level: Metadata',
       '',
     ].join('\n'),
@@ -277,10 +327,10 @@ export function kubeconfig(server: string, caPem: string, user: string, cred: Ke
     {
       apiVersion: 'v1',
       kind: 'Config',
-      clusters: [{ name: 'rollguard-test', cluster: { server, 'certificate-authority-data': b64(caPem) } }],
+      clusters: [{ name: 'rollguard-local', cluster: { server, 'certificate-authority-data': b64(caPem) } }],
       users: [{ name: user, user: { 'client-certificate-data': b64(cred.certPem), 'client-key-data': b64(cred.keyPem) } }],
-      contexts: [{ name: 'rollguard-test', context: { cluster: 'rollguard-test', user } }],
-      'current-context': 'rollguard-test',
+      contexts: [{ name: 'rollguard-local', context: { cluster: 'rollguard-local', user } }],
+      'current-context': 'rollguard-local',
     },
     null,
     2,
@@ -312,21 +362,29 @@ function httpsGet(url: string, cred?: KeyPairPem, caPem?: string): Promise<numbe
 function reapOrphans(): void {
   const tmp = os.tmpdir();
   for (const entry of fs.readdirSync(tmp)) {
-    if (!entry.startsWith(STATE_PREFIX)) continue;
-    const dir = path.join(tmp, entry);
-    let owner: number;
-    try {
-      owner = Number(fs.readFileSync(path.join(dir, 'owner.pid'), 'utf8'));
-    } catch {
-      continue;
-    }
-    if (processAlive(owner)) continue;
-    const pids = fs.existsSync(path.join(dir, 'pids')) ? fs.readFileSync(path.join(dir, 'pids'), 'utf8').split('\n') : [];
-    for (const pid of pids.map(Number).filter((p) => p > 0)) {
-      if (processAlive(pid) && isControlPlaneProcess(pid)) process.kill(pid, 'SIGKILL');
-    }
-    fs.rmSync(dir, { recursive: true, force: true });
+    if (entry.startsWith(STATE_PREFIX)) reapLeftovers(path.join(tmp, entry));
   }
+}
+
+/**
+ * Kills the processes of a control plane whose state is in `dir` and whose owner died without
+ * stopping them (a `rollguard dev` killed with SIGKILL), and removes the folder.
+ * Returns the owner's pid when it still runs (and leaves everything alone).
+ */
+export function reapLeftovers(dir: string): number | undefined {
+  let owner: number;
+  try {
+    owner = Number(fs.readFileSync(path.join(dir, 'owner.pid'), 'utf8'));
+  } catch {
+    return undefined;
+  }
+  if (processAlive(owner)) return owner;
+  const pids = fs.existsSync(path.join(dir, 'pids')) ? fs.readFileSync(path.join(dir, 'pids'), 'utf8').split('\n') : [];
+  for (const pid of pids.map(Number).filter((p) => p > 0)) {
+    if (processAlive(pid) && isControlPlaneProcess(pid)) process.kill(pid, 'SIGKILL');
+  }
+  fs.rmSync(dir, { recursive: true, force: true });
+  return undefined;
 }
 
 /** Guards against a recycled pid: only our own binaries are killed. */
@@ -347,29 +405,4 @@ function processAlive(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-function findRepoRoot(from: string): string {
-  for (let dir = from; ; dir = path.dirname(dir)) {
-    if (fs.existsSync(path.join(dir, 'test', 'env', 'build-binaries.sh'))) return dir;
-    if (path.dirname(dir) === dir) throw new Error(`no test/env/build-binaries.sh above ${from}`);
-  }
-}
-
-/**
- * Compacts etcd at its current revision through its v3 JSON gateway (no etcdctl is built);
- * returns that revision: every resourceVersion below it is gone from etcd.
- */
-export async function compactEtcd(etcdUrl: string): Promise<number> {
-  const post = async (call: string, body: unknown): Promise<Record<string, unknown>> => {
-    const res = await fetch(`${etcdUrl}/v3/kv/${call}`, { method: 'POST', body: JSON.stringify(body), signal: AbortSignal.timeout(10_000) });
-    const answer = (await res.json()) as Record<string, unknown>;
-    if (!res.ok) throw new Error(`etcd ${call}: ${res.status} ${JSON.stringify(answer)}`);
-    return answer;
-  };
-  const range = await post('range', { key: Buffer.from('/registry/').toString('base64'), count_only: true });
-  const revision = Number((range.header as { revision?: unknown } | undefined)?.revision);
-  if (!Number.isInteger(revision) || revision <= 0) throw new Error(`etcd range: no revision in ${JSON.stringify(range)}`);
-  await post('compaction', { revision: String(revision), physical: true });
-  return revision;
 }

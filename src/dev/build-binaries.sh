@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Provides etcd, kube-apiserver, kube-controller-manager and kubectl for the
-# test control plane. Prints the folder that holds them.
+# local control plane (rollguard dev and the tests). Prints the folder that holds them.
 #
 # From $KUBEBUILDER_ASSETS when set (envtest convention); otherwise built once
 # with Go from the module proxy and cached under ~/.cache/rollguard/<versions>.
@@ -92,7 +92,7 @@ build_kube() {
     done )
 }
 
-log "building the test control plane into $bin_dir (one time; a cold build takes 15-30 minutes on two cores)"
+log "building the local control plane into $bin_dir (one time; a cold build takes 15-30 minutes on two cores)"
 [ -x "$bin_dir/etcd" ] || build_etcd
 build_kube
 log "built in $(( $(date +%s) - started ))s"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Provides kubectl-kuttl (github.com/kudobuilder/kuttl) for the kuttl cases under
-# test/kuttl. Prints the folder that holds it; built once, cached under ~/.cache/rollguard.
+# Provides kubectl-kuttl (github.com/kudobuilder/kuttl) for the project's kuttl cases
+# (npm test and rollguard dev). Prints the folder that holds it; built once, cached under ~/.cache/rollguard.
 #
 # kuttl v0.24.0 does not compile with Go 1.26 (its test harness implements
 # testing.testDeps, which gained a method), so it is built with the Go 1.25

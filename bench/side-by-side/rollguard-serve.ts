@@ -1,0 +1,75 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort } from '../../test/env/ports.js';
+
+const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+
+export interface RollguardServe {
+  child: ChildProcess;
+  webhookPort: number;
+  adminPort: number;
+  status(): Promise<{ ready: boolean; caches: Record<string, { synced: boolean; objects: number }> }>;
+  ready(): Promise<boolean>;
+  stop(): Promise<void>;
+}
+
+/**
+ * The product process, `rollguard serve` from dist/src/cli.js, on loopback ports with the bench's
+ * certificate files (no self-managed TLS, no caBundle to keep) and leader election off.
+ */
+export async function startRollguardServe(opts: {
+  kubeconfigPath: string;
+  /** folder with tls.crt and tls.key */
+  certDir: string;
+  namespace: string;
+  watchNamespaces?: string[];
+  args?: string[];
+  nodeArgs?: string[];
+}): Promise<RollguardServe> {
+  const cli = path.join(REPO_ROOT, 'dist', 'src', 'cli.js');
+  if (!fs.existsSync(cli)) throw new Error(`${cli} is missing: run npm run build:bench first`);
+  const [webhookPort, adminPort] = [await freePort(), await freePort()];
+  const child = spawn(
+    process.execPath,
+    [
+      ...(opts.nodeArgs ?? []),
+      cli,
+      'serve',
+      `--kubeconfig=${opts.kubeconfigPath}`,
+      `--namespace=${opts.namespace}`,
+      ...(opts.watchNamespaces ? [`--watch-namespaces=${opts.watchNamespaces.join(',')}`] : []),
+      '--webhook-host=127.0.0.1',
+      `--webhook-port=${webhookPort}`,
+      '--admin-host=127.0.0.1',
+      `--admin-port=${adminPort}`,
+      `--tls-cert-file=${path.join(opts.certDir, 'tls.crt')}`,
+      `--tls-key-file=${path.join(opts.certDir, 'tls.key')}`,
+      '--webhook-configuration=',
+      '--leader-election=false',
+      '--log-level=warn',
+      ...(opts.args ?? []),
+    ],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const admin = `http://127.0.0.1:${adminPort}`;
+  return {
+    child,
+    webhookPort,
+    adminPort,
+    async status() {
+      if (child.exitCode !== null) throw new Error(`rollguard serve exited with ${child.exitCode}`);
+      return (await (await fetch(`${admin}/status`, { signal: AbortSignal.timeout(5_000) })).json()) as Awaited<ReturnType<RollguardServe['status']>>;
+    },
+    async ready() {
+      if (child.exitCode !== null) throw new Error(`rollguard serve exited with ${child.exitCode}`);
+      return fetch(`${admin}/readyz`, { signal: AbortSignal.timeout(5_000) }).then((r) => r.ok, () => false);
+    },
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
