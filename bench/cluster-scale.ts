@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import https from 'node:https';
 import { KubeConfig } from '@kubernetes/client-node';
-import { startControlPlane } from '../test/env/control-plane.js';
+import { startControlPlane } from '../src/dev/control-plane.js';
 import { ENABLED_LABEL, annotationKey } from '../src/restarter/annotations.js';
 import { createCertificateAuthority, createSignedCertificate } from '../src/tls/certificates.js';
 import { certDir, peakRssOf, rssOf } from './side-by-side/peer.js';
