@@ -2,6 +2,7 @@ import type { Operation } from 'fast-json-patch';
 import type { V1StatefulSet } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { ConflictError, errorText, isConflict, isOutcomeUnknown, statusCode } from '../kube/api-status.js';
+import { policyDenial, REASON_WRITE_DENIED } from '../kube/policy-denial.js';
 import type { EventRecorder, EventSubject } from '../kube/events.js';
 import { splitObjectKey } from '../kube/informer.js';
 import type { TokenBucket } from '../kube/token-bucket.js';
@@ -384,6 +385,8 @@ export class Reconciler {
     try {
       return await this.deps.patchStatefulSet(namespace, name, ops);
     } catch (err) {
+      const denied = policyDenial(err);
+      if (denied) await this.deps.events.record(eventSubject(set), { type: 'Warning', reason: REASON_WRITE_DENIED, message: denied, action: PATCH_ACTION });
       if (isConflict(err)) {
         throw new ConflictError(
           `StatefulSet ${key} changed since resourceVersion ${set.metadata?.resourceVersion} (HTTP ${statusCode(err)}); will retry from the newer version`,

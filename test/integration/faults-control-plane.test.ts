@@ -5,7 +5,7 @@ import { startControlPlane, type ControlPlane } from '../../src/dev/control-plan
 import { compactEtcd } from '../env/etcd-compaction.js';
 import { kubeconfigThrough, startFaultProxy, type FaultProxy } from '../env/fault-proxy.js';
 import { printProcessLogsOnFailure, startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
-import { expectRollouts, rolloutCounts } from '../env/rollouts.js';
+import { expectRollouts, rolloutSnapshot } from '../env/rollout-expectations.js';
 import { waitUntil } from '../env/wait.js';
 
 /** Short enough that the changes of a test do not wait; long enough to fold nothing that should not be. */
@@ -94,7 +94,7 @@ describe('rollguard while its control plane fails', () => {
     const rollguard = await startRollguard('restart', cp!.kubeconfigPath, ns);
     await w.waitAnnotated();
     await idle(rollguard);
-    const baseline = await rolloutCounts(apps, core, ns, w.sets);
+    const baseline = await rolloutSnapshot(apps, core, ns, w.sets);
 
     const beforeVersion = await w.change('before', '1');
     const stopAt = Date.now();
@@ -111,11 +111,11 @@ describe('rollguard while its control plane fails', () => {
     await w.waitForVersion('after', afterVersion);
     const recoveredMs = Date.now() - upAt;
     await idle(rollguard);
-    const final = await rolloutCounts(apps, core, ns, w.sets);
+    const final = await rolloutSnapshot(apps, core, ns, w.sets);
 
-    expectRollouts('before', baseline.before!, final.before!, [beforeVersion]);
-    expectRollouts('after', baseline.after!, final.after!, [afterVersion]);
-    expectRollouts('steady', baseline.steady!, final.steady!, []);
+    expectRollouts('before', baseline, final, [beforeVersion]);
+    expectRollouts('after', baseline, final, [afterVersion]);
+    expectRollouts('steady', baseline, final, []);
     expect(((await rollguard.status()) as unknown as Status).ready).toBe(true);
     const relists = logsSince(rollguard, stopAt, 'resourceVersion expired; relisting').length;
     console.log(
@@ -139,7 +139,7 @@ describe('rollguard while its control plane fails', () => {
     const rollguard = await startRollguard('compaction', kubeconfigThrough(proxy, cp!.kubeconfigPath, cp!.dir), ns);
     await w.waitAnnotated();
     await idle(rollguard);
-    const baseline = await rolloutCounts(apps, core, ns, w.sets);
+    const baseline = await rolloutSnapshot(apps, core, ns, w.sets);
 
     // (1) compaction alone
     const firstCompactionAt = Date.now();
@@ -168,10 +168,10 @@ describe('rollguard while its control plane fails', () => {
     const expired = Number(relists[0]!.resourceVersion);
     expect(expired, `the resourceVersion rollguard resumed from (${expired}) is below etcd's compaction (${compactedAt})`).toBeLessThan(compactedAt);
     await idle(rollguard);
-    const final = await rolloutCounts(apps, core, ns, w.sets);
+    const final = await rolloutSnapshot(apps, core, ns, w.sets);
 
-    expectRollouts('changed', baseline.changed!, final.changed!, [whileConnected, whileCutOff]);
-    expectRollouts('steady', baseline.steady!, final.steady!, []);
+    expectRollouts('changed', baseline, final, [whileConnected, whileCutOff]);
+    expectRollouts('steady', baseline, final, []);
     console.log(
       `[faults] injected: etcd compacted under established watches (no relist); then cut off ${restoredAt - cutAt} ms while a ConfigMap ` +
         `changed, etcd was compacted at revision ${compactedAt} and kube-apiserver restarted; resumed from ${expired}: 410, ` +

@@ -6,7 +6,7 @@ import { createNamespace, printControlPlaneLogsOnFailure, testCluster } from '..
 import { ConfigWorkloads } from '../env/config-workloads.js';
 import { kubeconfigThrough, startFaultProxy, type FaultProxy } from '../env/fault-proxy.js';
 import { printProcessLogsOnFailure, startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
-import { expectRollouts, rolloutCounts } from '../env/rollouts.js';
+import { expectRollouts, rolloutSnapshot } from '../env/rollout-expectations.js';
 import { waitFor, waitUntil } from '../env/wait.js';
 
 const WATCH_IDLE_TIMEOUT_MS = 5_000;
@@ -89,7 +89,7 @@ describe('a watch that silently stops delivering', () => {
     await rollguard.waitReady();
     await w.waitAnnotated();
     await idle();
-    const baseline = await rolloutCounts(apps, core, ns, w.sets);
+    const baseline = await rolloutSnapshot(apps, core, ns, w.sets);
 
     // The idle bound applies once the API server has shown that it sends bookmarks. Nothing
     // changes in the namespace, so a drop of a cache's last-event age is a bookmark: about one
@@ -140,9 +140,9 @@ describe('a watch that silently stops delivering', () => {
     const freezeCatchUpMs = Date.now() - restoredAt;
     await idle();
 
-    const final = await rolloutCounts(apps, core, ns, w.sets);
-    expectRollouts('changed', baseline.changed!, final.changed!, [duringHalfOpen, duringFreeze]);
-    expectRollouts('steady', baseline.steady!, final.steady!, []);
+    const final = await rolloutSnapshot(apps, core, ns, w.sets);
+    expectRollouts('changed', baseline, final, [duringHalfOpen, duringFreeze]);
+    expectRollouts('steady', baseline, final, []);
     const s = await status();
     for (const kind of KINDS) expect(s.caches[kind]?.synced, `${kind} cache synced`).toBe(true);
     console.log(

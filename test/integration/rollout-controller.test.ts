@@ -571,10 +571,14 @@ describe.concurrent('health-gated rollouts (rollout controller against a real co
       expect(holds.map((e) => e.message)).toContain(
         'Updated partition from 1 to 3: the spec changed; held at replicas so that a template change rolls nothing until rollguard steps it',
       );
-      expect(partitions.history()).toEqual([3, 2, 1, 3, 2, 1, 0, 3]);
       // from the hold on, the newest template is stepped like any other: one Ready pod at a time
       // until the hold lands the newest template sits at partition 1, where the StatefulSet controller is free to act
       const held = sampler.samples.findIndex((sample) => sample.updateRevision === newest && sample.partition !== 1);
+      // in that window (no webhook) the StatefulSet controller may already have replaced web-2 with the
+      // newest revision; then rollguard has two pods left to step, not three
+      // (at partition 3 nothing replaces pods, so web-2 on the newest revision there was replaced before the hold)
+      const web2Early = sampler.samples.some((sample) => sample.updateRevision === newest && sample.partition === 3 && sample.pods.get(2)?.revision === newest);
+      expect(partitions.history()).toEqual(web2Early ? [3, 2, 1, 3, 1, 0, 3] : [3, 2, 1, 3, 2, 1, 0, 3]);
       sampler.assertStepsFollowReadiness(expect, 3, newest, held);
     } finally {
       await s.close();
