@@ -65,6 +65,7 @@ export interface RolloutSummary {
   updateRevision: string;
   /** What keeps the rollout from stepping, e.g. "Rollout blocked at partition 3: pod web-0 is not ready (CrashLoopBackOff)". */
   blockedOn?: string;
+  blockedBy?: { pod: string; healthCheck: boolean };
   /** RFC 3339. */
   lastStepAt?: string;
 }
@@ -213,6 +214,7 @@ export function createRolloutController(opts: RolloutControllerOptions): Rollout
             replicas: set.spec?.replicas ?? DEFAULT_REPLICAS,
             updateRevision: set.status?.updateRevision ?? '',
             ...(state?.blockedOn !== undefined ? { blockedOn: state.blockedOn } : {}),
+            ...(state?.blockedBy !== undefined ? { blockedBy: state.blockedBy } : {}),
             ...(lastStep !== undefined ? { lastStepAt: lastStep.toISOString() } : {}),
           };
         })

@@ -69,6 +69,8 @@ export interface RolloutReconcileResult {
 export interface RolloutSetState {
   /** The message of the block in force, reported or not yet. */
   blockedOn?: string;
+  /** The pod the block is about, and whether it is the set's health URL that fails (for /status, which names no URL). */
+  blockedBy?: { pod: string; healthCheck: boolean };
   lastStepAt?: Date;
 }
 
@@ -164,7 +166,7 @@ export class RolloutReconciler {
     const { namespace, name } = splitObjectKey(key);
     const set = this.deps.statefulSet(namespace, name);
     const last = set ? lastStepAt(set, this.lastSteps.get(key), this.now()) : this.lastSteps.get(key);
-    return { blockedOn: blocked?.message, lastStepAt: last };
+    return { blockedOn: blocked?.message, blockedBy: blocked ? { pod: blocked.pod, healthCheck: blocked.cause.startsWith('health-check:') } : undefined, lastStepAt: last };
   }
 
   /** Resolves once every health check in flight has ended (they abort with the signal). */
