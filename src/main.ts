@@ -78,6 +78,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     statefulSets: restarter.statefulSets,
     minStepIntervalMs: config.rolloutMinStepInterval,
     defaultMinReadySeconds: config.rolloutMinReady / 1000,
+    allowedProbeHosts: config.allowedProbeHosts,
     logger,
     metrics,
     events: new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger }),

@@ -39,8 +39,14 @@ export interface ControlPlane {
   dir: string;
   binDir: string;
   ca: KeyPairPem;
+  /** http://127.0.0.1:PORT, etcd's client URL (it serves the v3 JSON gateway, e.g. POST /v3/kv/compaction) */
+  etcdUrl: string;
   /** the last lines of every process log, to explain a failure */
   logTail(lines?: number): string;
+  /** SIGTERM to kube-apiserver alone; etcd (and the controller manager) keep running. */
+  stopApiServer(): Promise<void>;
+  /** kube-apiserver again, on the same port and etcd, once stopped; resolves when /readyz answers 200. */
+  startApiServer(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -48,6 +54,8 @@ export interface ControlPlaneOptions {
   /** where PKI, logs and etcd data go; a fresh temp folder by default */
   dir?: string;
   controllerManager?: boolean;
+  /** more kube-apiserver flags, e.g. `--watch-cache-sizes=configmaps#0` */
+  apiServerArgs?: string[];
 }
 
 interface Proc {
@@ -119,14 +127,15 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       })
       .join('\n');
 
+  const terminate = async (p: Proc): Promise<void> => {
+    if (p.exitCode !== undefined) return;
+    p.child.kill('SIGTERM');
+    const timer = setTimeout(() => p.child.kill('SIGKILL'), 10_000);
+    await p.exited;
+    clearTimeout(timer);
+  };
   const stop = async (): Promise<void> => {
-    for (const p of [...procs].reverse()) {
-      if (p.exitCode !== undefined) continue;
-      p.child.kill('SIGTERM');
-      const timer = setTimeout(() => p.child.kill('SIGKILL'), 10_000);
-      await p.exited;
-      clearTimeout(timer);
-    }
+    for (const p of [...procs].reverse()) await terminate(p);
     process.off('exit', killAll);
     if (!process.env.ROLLGUARD_KEEP_CONTROL_PLANE && opts.dir === undefined) {
       fs.rmSync(dir, { recursive: true, force: true });
@@ -180,10 +189,11 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       return res.ok ? true : undefined;
     }, { timeoutMs: 60_000 });
 
+    const etcdUrl = `http://127.0.0.1:${etcdPort}`;
     const apiPort = await freePort();
     const server = `https://127.0.0.1:${apiPort}`;
-    const apiserver = launch('kube-apiserver', [
-      `--etcd-servers=http://127.0.0.1:${etcdPort}`,
+    const apiServerArgs = [
+      `--etcd-servers=${etcdUrl}`,
       `--cert-dir=${path.join(dir, 'apiserver-certs')}`,
       '--bind-address=127.0.0.1',
       '--advertise-address=127.0.0.1',
@@ -205,11 +215,22 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       '--audit-log-format=json',
       '--profiling=false',
       '--v=1',
-    ]);
-    await waitFor('kube-apiserver /readyz', async () => {
-      alive(apiserver);
-      return (await httpsGet(`${server}/readyz`, pki.admin, pki.ca.certPem)) === 200 ? true : undefined;
-    }, { timeoutMs: 120_000, intervalMs: 250 });
+      ...(opts.apiServerArgs ?? []),
+    ];
+    let apiserver: Proc | undefined;
+    const startApiServer = async (): Promise<void> => {
+      if (apiserver !== undefined && apiserver.exitCode === undefined) throw new Error('kube-apiserver is running already');
+      const proc = launch('kube-apiserver', apiServerArgs);
+      apiserver = proc;
+      await waitFor('kube-apiserver /readyz', async () => {
+        alive(proc);
+        return (await httpsGet(`${server}/readyz`, pki.admin, pki.ca.certPem)) === 200 ? true : undefined;
+      }, { timeoutMs: 120_000, intervalMs: 250 });
+    };
+    const stopApiServer = async (): Promise<void> => {
+      if (apiserver !== undefined) await terminate(apiserver);
+    };
+    await startApiServer();
 
     const kubeconfigPath = path.join(dir, 'admin.kubeconfig');
     fs.writeFileSync(kubeconfigPath, kubeconfig(server, pki.ca.certPem, 'admin', pki.admin));
@@ -236,7 +257,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       }, { timeoutMs: 60_000, intervalMs: 250 });
     }
 
-    return { server, kubeconfigPath, dir, binDir, ca: pki.ca, logTail, stop };
+    return { server, kubeconfigPath, dir, binDir, ca: pki.ca, etcdUrl, logTail, stopApiServer, startApiServer, stop };
   } catch (err) {
     await stop();
     throw err;

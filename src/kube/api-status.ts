@@ -13,6 +13,15 @@ export function isConflict(err: unknown): boolean {
   return code === 409 || code === 422;
 }
 
+/**
+ * A request that failed without an answer (the connection broke, a timeout) or with a 5xx may
+ * have been carried out all the same: the API server can store a write whose answer is lost.
+ */
+export function isOutcomeUnknown(err: unknown): boolean {
+  const code = statusCode(err);
+  return code === undefined || code >= 500;
+}
+
 /** A write lost a race with another writer; the controller retries it quietly, with fresh state. */
 export class ConflictError extends Error {
   override readonly name = 'ConflictError';

@@ -1,6 +1,7 @@
 import os from 'node:os';
 import { CoreV1Api, type CoreV1Event, type KubeConfig, type V1ObjectReference } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { isOutcomeUnknown, statusCode } from './api-status.js';
 
 /** The API server stores longer messages, but `kubectl describe` and events.k8s.io cap notes at 1 KB. */
 const MESSAGE_MAX_LENGTH = 1024;
@@ -11,6 +12,14 @@ const AGGREGATION_CACHE_SIZE = 4096;
 /** Event names are `<object>.<hex time>`; an object name is cut so the whole stays a valid name. */
 const OBJECT_NAME_MAX_LENGTH = 200;
 const NANOS_PER_MILLI = 1_000_000n;
+/**
+ * An Event whose write failed with no answer (the API server unreachable, a broken connection,
+ * a 5xx) is written again after these delays: the restart it tells of has happened. The same
+ * body each time, so a retry after a lost answer finds it there (409) and stops.
+ */
+export const EVENT_RETRY_DELAYS_MS = [1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000, 60_000, 60_000, 120_000, 120_000, 300_000];
+/** Events waiting for a retry; beyond it the oldest is given up (and logged). */
+const PENDING_MAX = 1000;
 
 export type EventType = 'Normal' | 'Warning';
 
@@ -34,6 +43,16 @@ export interface EventRecorderOptions {
   /** This replica, e.g. the pod name; the host name by default. */
   instance?: string;
   logger: Logger;
+  /** The two calls it makes; a CoreV1Api from kubeConfig by default. */
+  api?: Pick<CoreV1Api, 'createNamespacedEvent' | 'patchNamespacedEvent'>;
+  retryDelaysMs?: readonly number[];
+}
+
+interface Pending {
+  aggregationKey: string;
+  body: CoreV1Event;
+  namespace: string;
+  attempt: number;
 }
 
 interface Recorded {
@@ -49,12 +68,13 @@ interface Recorded {
  * logged, since the action it reports has already happened.
  */
 export class EventRecorder {
-  private readonly core: CoreV1Api;
+  private readonly core: Pick<CoreV1Api, 'createNamespacedEvent' | 'patchNamespacedEvent'>;
   private readonly instance: string;
   private readonly recent = new Map<string, Recorded>();
+  private readonly pending = new Set<Pending>();
 
   constructor(private readonly opts: EventRecorderOptions) {
-    this.core = opts.kubeConfig.makeApiClient(CoreV1Api);
+    this.core = opts.api ?? opts.kubeConfig.makeApiClient(CoreV1Api);
     this.instance = opts.instance ?? os.hostname();
   }
 
@@ -62,26 +82,61 @@ export class EventRecorder {
     const message = spec.message.length > MESSAGE_MAX_LENGTH ? `${spec.message.slice(0, MESSAGE_MAX_LENGTH - 1)}…` : spec.message;
     const aggregationKey = [subject.uid, spec.type, spec.reason, spec.action ?? '', message].join('\u0000');
     const now = new Date();
+    const seen = this.recent.get(aggregationKey);
     try {
-      const seen = this.recent.get(aggregationKey);
       if (seen && now.getTime() - seen.lastSeen < AGGREGATION_WINDOW_MS && (await this.bump(seen, now))) return;
-      const created = await this.core.createNamespacedEvent({
-        namespace: subject.namespace,
-        body: this.newEvent(subject, spec, message, now),
-      });
-      this.remember(aggregationKey, {
-        namespace: subject.namespace,
-        name: created.metadata?.name ?? '',
-        count: 1,
-        firstTimestamp: now,
-        lastSeen: now.getTime(),
-      });
     } catch (err) {
-      this.opts.logger.warn(
-        { err, object: `${subject.kind} ${subject.namespace}/${subject.name}`, reason: spec.reason, eventMessage: message },
-        'could not record an event',
-      );
+      this.warn(err, subject, spec, message);
+      return;
     }
+    const body = this.newEvent(subject, spec, message, now);
+    await this.create({ aggregationKey, body, namespace: subject.namespace, attempt: 0 });
+  }
+
+  /** Events written again later because their write failed with no answer; for /status and tests. */
+  pendingCount(): number {
+    return this.pending.size;
+  }
+
+  private async create(item: Pending): Promise<void> {
+    try {
+      const created = await this.core.createNamespacedEvent({ namespace: item.namespace, body: item.body });
+      this.created(item, created.metadata?.name ?? '');
+    } catch (err) {
+      // A retry whose first try landed after all: it is there.
+      if (item.attempt > 0 && statusCode(err) === 409) return this.created(item, item.body.metadata?.name ?? '');
+      const delays = this.opts.retryDelaysMs ?? EVENT_RETRY_DELAYS_MS;
+      const subject = item.body.involvedObject as EventSubject;
+      const spec = { type: item.body.type as EventType, reason: item.body.reason ?? '', message: item.body.message ?? '' };
+      if (!isOutcomeUnknown(err) || item.attempt >= delays.length) return this.warn(err, subject, spec, spec.message);
+      this.retryLater(item, delays[item.attempt]!);
+    }
+  }
+
+  private retryLater(item: Pending, delayMs: number): void {
+    if (!this.pending.has(item) && this.pending.size >= PENDING_MAX) {
+      const oldest = this.pending.values().next().value!;
+      this.pending.delete(oldest);
+      this.opts.logger.warn({ reason: oldest.body.reason, eventMessage: oldest.body.message }, 'could not record an event: too many waiting for a retry');
+    }
+    this.pending.add(item);
+    const timer = setTimeout(() => {
+      this.pending.delete(item);
+      void this.create({ ...item, attempt: item.attempt + 1 });
+    }, delayMs);
+    timer.unref();
+  }
+
+  private created(item: Pending, name: string): void {
+    const at = item.body.firstTimestamp ? new Date(item.body.firstTimestamp) : new Date();
+    this.remember(item.aggregationKey, { namespace: item.namespace, name, count: 1, firstTimestamp: at, lastSeen: at.getTime() });
+  }
+
+  private warn(err: unknown, subject: EventSubject, spec: EventSpec, message: string): void {
+    this.opts.logger.warn(
+      { err, object: `${subject.kind} ${subject.namespace}/${subject.name}`, reason: spec.reason, eventMessage: message },
+      'could not record an event',
+    );
   }
 
   /** Counts one more occurrence on the recorded event; false when it is gone and a new one is needed. */

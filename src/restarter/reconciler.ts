@@ -1,7 +1,8 @@
 import type { Operation } from 'fast-json-patch';
 import type { V1StatefulSet } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { ConflictError, errorText, isConflict, statusCode } from '../kube/api-status.js';
+import { ConflictError, errorText, isConflict, isOutcomeUnknown, statusCode } from '../kube/api-status.js';
+import { policyDenial, REASON_WRITE_DENIED } from '../kube/policy-denial.js';
 import type { EventRecorder, EventSubject } from '../kube/events.js';
 import { splitObjectKey } from '../kube/informer.js';
 import type { TokenBucket } from '../kube/token-bucket.js';
@@ -88,6 +89,15 @@ export interface ReconcileResult {
   requeueAfterMs?: number;
 }
 
+/** A template write that failed with no answer: it may have been stored, and then its restart is told when the set is seen with it. */
+interface WriteInDoubt {
+  uid: string;
+  /** the set's resourceVersion the write tested: while the cache shows it, the write's fate is unknown */
+  basedOn: string;
+  reason: string;
+  changes: AnnotationChange[];
+}
+
 interface Plan {
   set: V1StatefulSet;
   desired: DesiredAnnotation[];
@@ -159,6 +169,7 @@ function kindsIn(reason: string): ObjectKind[] {
  */
 export class Reconciler {
   private readonly lagSince = new Map<string, number>();
+  private readonly inDoubt = new Map<string, WriteInDoubt>();
   /** Sets whose current deferral has had its Event. */
   private readonly deferred = new Set<string>();
   private readonly now: () => Date;
@@ -175,6 +186,7 @@ export class Reconciler {
     const { namespace, name } = splitObjectKey(key);
     const set = this.enabledSet(namespace, name);
     if (!set) return this.forget(key);
+    await this.settleInDoubt(key, set);
     if (set.metadata?.annotations?.[RESTART_REASON_ANNOTATION] !== undefined) return this.explainAdmission(key, set);
 
     let plan = this.plan(set);
@@ -207,7 +219,22 @@ export class Reconciler {
   private forget(key: string): ReconcileResult {
     this.lagSince.delete(key);
     this.deferred.delete(key);
+    this.inDoubt.delete(key);
     return {};
+  }
+
+  /**
+   * Once the cache shows the set past the version a write in doubt tested, that write either
+   * landed (the set carries what it wrote: its restart is told now, as it would have been) or
+   * did not (forgotten; the plan writes it again and tells it then).
+   */
+  private async settleInDoubt(key: string, set: V1StatefulSet): Promise<void> {
+    const doubt = this.inDoubt.get(key);
+    if (!doubt || set.metadata?.resourceVersion === doubt.basedOn) return;
+    this.inDoubt.delete(key);
+    const annotations = set.spec?.template?.metadata?.annotations ?? {};
+    const landed = set.metadata?.uid === doubt.uid && doubt.changes.every((c) => annotations[c.key] === c.to);
+    if (landed) await this.tellRestart(key, set, set, doubt.reason, doubt.changes, true);
   }
 
   private enabledSet(namespace: string, name: string): V1StatefulSet | undefined {
@@ -292,7 +319,6 @@ export class Reconciler {
   }
 
   private async writeTemplate(key: string, plan: Plan): Promise<ReconcileResult> {
-    const { deps } = this;
     const { set, desired, changes } = plan;
     const current = set.spec?.template?.metadata?.annotations;
     const reason = patchReason(current, changes);
@@ -302,8 +328,24 @@ export class Reconciler {
       ...this.digestOps(plan),
       ...workloadAnnotationOps(set.metadata?.annotations, LAST_RESTART_ANNOTATION, this.now().toISOString()),
     ];
-    const patched = await this.patch(key, set, ops, 'the pod template annotations');
+    let patched: V1StatefulSet;
+    try {
+      patched = await this.patch(key, set, ops, 'the pod template annotations');
+    } catch (err) {
+      if (!(err instanceof ConflictError) && isOutcomeUnknown((err as Error).cause)) {
+        this.inDoubt.set(key, { uid: set.metadata?.uid ?? '', basedOn: set.metadata?.resourceVersion ?? '', reason, changes });
+      }
+      throw err;
+    }
+    this.inDoubt.delete(key);
     this.deferred.delete(key);
+    await this.tellRestart(key, set, patched, reason, changes, false);
+    return { patched: reason };
+  }
+
+  /** Every template write has its metrics, a log line and an Event naming the set and both versions. */
+  private async tellRestart(key: string, set: V1StatefulSet, patched: V1StatefulSet | undefined, reason: string, changes: AnnotationChange[], answerLost: boolean): Promise<void> {
+    const { deps } = this;
     const message = changes.map(describeChange).join('; ');
     deps.metrics.patches.inc({ reason });
     if (reason === REASON_CONFIG_CHANGED) {
@@ -316,11 +358,11 @@ export class Reconciler {
         reason,
         resourceVersion: (patched ?? set).metadata?.resourceVersion,
         changes: changes.map((c) => ({ kind: c.kind, name: c.name, key: c.key, from: c.from, to: c.to })),
+        ...(answerLost ? { answerLost: true } : {}),
       },
-      `StatefulSet ${key} restarts: ${message}`,
+      `StatefulSet ${key} restarts: ${message}${answerLost ? " (the write's answer was lost; the set carries it)" : ''}`,
     );
     await deps.events.record(eventSubject(set, patched), { type: 'Normal', reason, message, action: PATCH_ACTION });
-    return { patched: reason };
   }
 
   private frozenOps(plan: Plan): Operation[] {
@@ -477,6 +519,8 @@ export class Reconciler {
     try {
       return await this.deps.patchStatefulSet(namespace, name, ops);
     } catch (err) {
+      const denied = policyDenial(err);
+      if (denied) await this.deps.events.record(eventSubject(set), { type: 'Warning', reason: REASON_WRITE_DENIED, message: denied, action: PATCH_ACTION });
       if (isConflict(err)) {
         throw new ConflictError(
           `StatefulSet ${key} changed since resourceVersion ${set.metadata?.resourceVersion} (HTTP ${statusCode(err)}); will retry from the newer version`,

@@ -10,7 +10,8 @@ import type { Runnable } from '../manager.js';
 import type { Metrics } from '../metrics.js';
 import { ENABLED_LABEL } from '../restarter/annotations.js';
 import { DEFAULT_REPLICAS, isHealthGated } from './decision.js';
-import { HEALTH_CHECK_TIMEOUT_MS, probeHealth } from './health-probe.js';
+import { HEALTH_CHECK_TIMEOUT_MS, probeSetHealth } from './health-probe.js';
+import { apiTargetLookups } from '../egress/lookups.js';
 import { annotatedLastStep } from './last-step.js';
 import { createPodInformer } from './pod-cache.js';
 import { RolloutReconciler } from './reconciler.js';
@@ -51,6 +52,8 @@ export interface RolloutControllerOptions {
   /** 0 turns the periodic resync off. */
   resyncPeriodMs?: number;
   healthCheckTimeoutMs?: number;
+  /** hosts a health URL may name besides the set's own Services and pods (--allowed-probe-hosts) */
+  allowedProbeHosts?: readonly string[];
 }
 
 /** One rollout in progress, for /status. */
@@ -62,6 +65,7 @@ export interface RolloutSummary {
   updateRevision: string;
   /** What keeps the rollout from stepping, e.g. "Rollout blocked at partition 3: pod web-0 is not ready (CrashLoopBackOff)". */
   blockedOn?: string;
+  blockedBy?: { pod: string; healthCheck: boolean };
   /** RFC 3339. */
   lastStepAt?: string;
 }
@@ -108,6 +112,7 @@ export function createRolloutController(opts: RolloutControllerOptions): Rollout
   const apps = opts.kubeConfig.makeApiClient(AppsV1Api);
   const core = opts.kubeConfig.makeApiClient(CoreV1Api);
   const healthCheckTimeoutMs = opts.healthCheckTimeoutMs ?? HEALTH_CHECK_TIMEOUT_MS;
+  const targets = apiTargetLookups(core);
   // without a shared cache the controller lists and watches the labelled sets itself, during its terms
   const ownSets = opts.statefulSets === undefined;
   const sets = opts.statefulSets ?? createStatefulSetCache({ api, namespaces: opts.namespaces, labelSelector: `${ENABLED_LABEL}=true`, logger: log });
@@ -134,7 +139,13 @@ export function createRolloutController(opts: RolloutControllerOptions): Rollout
         deletePod: async (namespace, name, preconditions) => {
           await core.deleteNamespacedPod({ name, namespace, body: { preconditions } });
         },
-        probeHealth: (url, probeSignal) => probeHealth(url, { timeoutMs: healthCheckTimeoutMs, signal: probeSignal }),
+        probeHealth: (set, url, probeSignal) =>
+          probeSetHealth(set, url, pods.cache.podsOf(set.metadata?.namespace ?? '', set.metadata?.name ?? ''), {
+            lookups: targets,
+            allowedHosts: opts.allowedProbeHosts ?? [],
+            timeoutMs: healthCheckTimeoutMs,
+            signal: probeSignal,
+          }),
         enqueue: (key) => term.enqueue({ key }),
         events: opts.events,
         metrics,
@@ -203,6 +214,7 @@ export function createRolloutController(opts: RolloutControllerOptions): Rollout
             replicas: set.spec?.replicas ?? DEFAULT_REPLICAS,
             updateRevision: set.status?.updateRevision ?? '',
             ...(state?.blockedOn !== undefined ? { blockedOn: state.blockedOn } : {}),
+            ...(state?.blockedBy !== undefined ? { blockedBy: state.blockedBy } : {}),
             ...(lastStep !== undefined ? { lastStepAt: lastStep.toISOString() } : {}),
           };
         })

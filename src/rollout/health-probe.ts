@@ -1,5 +1,9 @@
 import http from 'node:http';
 import https from 'node:https';
+import type { LookupFunction } from 'node:net';
+import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
+import { resolveTarget, type TargetLookups } from '../egress/resolve.js';
+import type { TargetPod } from '../egress/target.js';
 
 /** What the health URL answered: ok only for a 2xx status; detail for Events and logs. */
 export interface HealthResult {
@@ -21,7 +25,7 @@ export const HEALTH_CHECK_TIMEOUT_MS = 2_000;
  */
 export async function probeHealth(
   url: string,
-  { timeoutMs = HEALTH_CHECK_TIMEOUT_MS, signal }: { timeoutMs?: number; signal?: AbortSignal } = {},
+  { timeoutMs = HEALTH_CHECK_TIMEOUT_MS, signal, address }: { timeoutMs?: number; signal?: AbortSignal; address?: string } = {},
 ): Promise<HealthResult> {
   let parsed: URL;
   try {
@@ -35,7 +39,9 @@ export async function probeHealth(
   const timeout = AbortSignal.timeout(timeoutMs);
   const transport = parsed.protocol === 'https:' ? https : http;
   return new Promise((resolve) => {
-    const request = transport.get(parsed, { signal: signal ? AbortSignal.any([signal, timeout]) : timeout }, (res) => {
+    // the name stays in the Host header and TLS server name; the connection goes to the checked address
+    const lookup = address === undefined ? undefined : pinnedLookup(address);
+    const request = transport.get(parsed, { signal: signal ? AbortSignal.any([signal, timeout]) : timeout, lookup }, (res) => {
       const status = res.statusCode ?? 0;
       // only the status matters; draining the body frees the connection
       res.resume();
@@ -47,4 +53,36 @@ export async function probeHealth(
       else resolve({ ok: false, detail: `GET failed: ${err.message}` });
     });
   });
+}
+
+function pinnedLookup(address: string): LookupFunction {
+  const family = address.includes(':') ? 6 : 4;
+  return (_host, options, callback) => {
+    if (options.all) callback(null, [{ address, family }]);
+    else callback(null, address, family);
+  };
+}
+
+/** A pod of the set as a call target: its name and status IPs. */
+export function targetPod(pod: V1Pod): TargetPod {
+  const ips = [pod.status?.podIP, ...(pod.status?.podIPs ?? []).map((p) => p.ip)].filter((ip): ip is string => !!ip);
+  return { name: pod.metadata?.name ?? '', ips: [...new Set(ips)] };
+}
+
+/**
+ * The health check of a gated set: only a Service of its namespace or a pod of the set
+ * (src/egress), connected to by the address checked; a refusal blocks the step like a
+ * failing endpoint and its reason reaches the RolloutBlocked Event.
+ */
+export async function probeSetHealth(
+  set: V1StatefulSet,
+  url: string,
+  pods: readonly V1Pod[],
+  opts: { lookups: TargetLookups; allowedHosts: readonly string[]; timeoutMs?: number; signal?: AbortSignal },
+): Promise<HealthResult> {
+  const namespace = set.metadata?.namespace ?? '';
+  const target = await resolveTarget(url, { namespace, allowedHosts: opts.allowedHosts }, pods.map(targetPod), opts.lookups);
+  if (!target.ok) return { ok: false, detail: `refused: ${target.reason}` };
+  const result = await probeHealth(url, { timeoutMs: opts.timeoutMs, signal: opts.signal, address: target.address });
+  return { ok: result.ok, detail: `${result.detail} from ${target.via} at ${target.address}` };
 }

@@ -1,4 +1,4 @@
-import type { V1ContainerStatus, V1Pod, V1PodCondition } from '@kubernetes/client-node';
+import type { V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { Informer, objectKey } from '../kube/informer.js';
 import type { RawApi } from '../kube/raw-api.js';
@@ -90,12 +90,22 @@ export function decodePod(raw: unknown): CachedPod {
     },
     status: {
       phase: asString(status?.phase),
+      // where a health URL naming this pod may connect (src/egress)
+      ...podIPs(status),
       ...(conditions ? { conditions } : {}),
       ...(containers ? { containerStatuses: containers } : {}),
       ...(initContainers ? { initContainerStatuses: initContainers } : {}),
     },
   };
   return { setName: asString(owner?.name), pod };
+}
+
+function podIPs(status: Json | undefined): Pick<V1PodStatus, 'podIP' | 'podIPs'> {
+  const podIP = asString(status?.podIP);
+  const ips = asArray(status?.podIPs)
+    .map((entry) => asString(asRecord(entry)?.ip))
+    .filter((ip): ip is string => ip !== undefined && ip !== podIP);
+  return { ...(podIP ? { podIP } : {}), ...(ips.length > 0 ? { podIPs: ips.map((ip) => ({ ip })) } : {}) };
 }
 
 function containerStatuses(value: unknown): V1ContainerStatus[] | undefined {

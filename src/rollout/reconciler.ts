@@ -14,6 +14,7 @@ import {
   type PartitionEvent,
   type RolloutDecision,
 } from './decision.js';
+import { policyDenial, REASON_WRITE_DENIED } from '../kube/policy-denial.js';
 import type { HealthResult } from './health-probe.js';
 import { heldPartition, partitionPatch } from './hold.js';
 import { lastStepAt, lastStepOp } from './last-step.js';
@@ -42,7 +43,7 @@ export interface RolloutReconcilerDeps {
   patchStatefulSet(namespace: string, name: string, ops: Operation[]): Promise<V1StatefulSet>;
   /** Deletes the pod only if it still has this uid and resourceVersion. */
   deletePod(namespace: string, name: string, preconditions: { uid: string; resourceVersion: string }): Promise<void>;
-  probeHealth(url: string, signal: AbortSignal): Promise<HealthResult>;
+  probeHealth(set: V1StatefulSet, url: string, signal: AbortSignal): Promise<HealthResult>;
   /** Queues the set for another reconcile (a health check finished). */
   enqueue(key: string): void;
   events: Pick<EventRecorder, 'record'>;
@@ -68,6 +69,8 @@ export interface RolloutReconcileResult {
 export interface RolloutSetState {
   /** The message of the block in force, reported or not yet. */
   blockedOn?: string;
+  /** The pod the block is about, and whether it is the set's health URL that fails (for /status, which names no URL). */
+  blockedBy?: { pod: string; healthCheck: boolean };
   lastStepAt?: Date;
 }
 
@@ -163,7 +166,7 @@ export class RolloutReconciler {
     const { namespace, name } = splitObjectKey(key);
     const set = this.deps.statefulSet(namespace, name);
     const last = set ? lastStepAt(set, this.lastSteps.get(key), this.now()) : this.lastSteps.get(key);
-    return { blockedOn: blocked?.message, lastStepAt: last };
+    return { blockedOn: blocked?.message, blockedBy: blocked ? { pod: blocked.pod, healthCheck: blocked.cause.startsWith('health-check:') } : undefined, lastStepAt: last };
   }
 
   /** Resolves once every health check in flight has ended (they abort with the signal). */
@@ -218,7 +221,7 @@ export class RolloutReconciler {
         log.debug({ statefulSet: key, retryAfterMs: decision.retryAfterMs, reason: decision.reason }, 'rollout: waiting');
         return { requeueAfterMs: decision.retryAfterMs };
       case 'check-health':
-        this.startHealthCheck(key, decision.url);
+        this.startHealthCheck(key, set, decision.url);
         return {};
       case 'blocked': {
         const verdict = this.blocked.observe(key, decision, now.getTime());
@@ -309,6 +312,8 @@ export class RolloutReconciler {
       this.writtenFrom.set(key, resourceVersion);
       return patched;
     } catch (err) {
+      const denied = policyDenial(err);
+      if (denied) await this.record(set, { type: 'Warning', reason: REASON_WRITE_DENIED, message: denied, action: ACTION_UPDATE_PARTITION });
       if (isConflict(err)) {
         throw new ConflictError(`StatefulSet ${key} changed since resourceVersion ${resourceVersion} (HTTP ${statusCode(err)}); deciding again`, { cause: err });
       }
@@ -326,10 +331,10 @@ export class RolloutReconciler {
   }
 
   /** GETs the URL off the queue; the set is queued again with the result. */
-  private startHealthCheck(key: string, url: string): void {
+  private startHealthCheck(key: string, set: V1StatefulSet, url: string): void {
     if (this.healthInFlight.has(key) || this.deps.signal.aborted) return;
     const check = this.deps
-      .probeHealth(url, this.deps.signal)
+      .probeHealth(set, url, this.deps.signal)
       .catch((err: unknown): HealthResult => ({ ok: false, detail: `GET failed: ${errorText(err)}` }))
       .then((result) => {
         this.deps.logger.debug({ statefulSet: key, url, ok: result.ok, detail: result.detail }, 'health check');

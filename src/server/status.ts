@@ -16,7 +16,37 @@ export interface RollguardStatus {
   caches: Record<string, CacheStatus>;
   certificate: { source: string; not_after?: string; ca_not_after?: string };
   /** health-gated rollouts in progress (known on the leader) */
-  rollouts: RolloutSummary[];
+  rollouts: PublicRollout[];
+}
+
+/**
+ * A rollout as /status tells it. /status is plain HTTP on the admin port, which a scraper or
+ * anyone in the pod network may reach: it names what a person needs to look further (the set,
+ * where it stands, the blocking pod) and nothing a user wrote into the set: no health URL, no
+ * answer of one. The whole story is in the RolloutBlocked Event, behind the API server's RBAC.
+ */
+export interface PublicRollout {
+  namespace: string;
+  name: string;
+  partition: number;
+  replicas: number;
+  update_revision: string;
+  last_step_at?: string;
+  /** e.g. "pod web-0" or "health check (pod web-1)"; the Event on the set says why. */
+  blocked_by?: string;
+}
+
+export function publicRollout(r: RolloutSummary): PublicRollout {
+  const blockedBy = r.blockedBy ? (r.blockedBy.healthCheck ? `health check (pod ${r.blockedBy.pod})` : `pod ${r.blockedBy.pod}`) : undefined;
+  return {
+    namespace: r.namespace,
+    name: r.name,
+    partition: r.partition,
+    replicas: r.replicas,
+    update_revision: r.updateRevision,
+    ...(r.lastStepAt !== undefined ? { last_step_at: r.lastStepAt } : {}),
+    ...(blockedBy !== undefined ? { blocked_by: blockedBy } : {}),
+  };
 }
 
 /** Where each part of the status comes from; every one is read when the status is asked for. */
@@ -53,6 +83,6 @@ export function rollguardStatus(from: StatusSources): RollguardStatus {
     leader: { enabled: leader !== undefined, leader: leader ? leader.leader : true, holder: leader ? leader.holder : from.identity },
     caches: from.caches(),
     certificate: { source: cert.source, not_after: cert.notAfter, ca_not_after: cert.caNotAfter },
-    rollouts: from.rollouts(),
+    rollouts: from.rollouts().map(publicRollout),
   };
 }

@@ -8,6 +8,8 @@ import { certificateInfo, certificateNotAfter, type ServingKeyPair } from './cer
 import { FileCertificateSource } from './file-source.js';
 import { CertificateRotator, renewalPolicy, type RenewalPolicyOptions } from './rotator.js';
 import { SecretStore, type SecretContents } from './secret-store.js';
+import { servedByEveryEndpoint } from './served-certificate.js';
+import { EventRecorder } from '../kube/events.js';
 
 /** How long start() waits for the API server to let us read and, if need be, write the Secret. */
 const STARTUP_TIMEOUT_MS = 60_000;
@@ -150,6 +152,13 @@ class SelfManagedSource implements CertificateSource {
       logger: opts.logger,
       metrics: opts.metrics,
       bundleHolds: injector ? (caPem) => injector.holds(caPem) : undefined,
+      servedEverywhere: servedByEveryEndpoint({
+        kubeConfig: opts.kubeConfig,
+        namespace: opts.namespace,
+        serviceName: policy.serviceName,
+        serverName: `${policy.serviceName}.${opts.namespace}.svc`,
+      }),
+      events: new EventRecorder({ kubeConfig: opts.kubeConfig, component: 'rollguard', logger: opts.logger }),
     });
     this.watcher.onContents((contents) => this.onSecret(contents));
     this.watcher.onChange((pair) => recordExpiry(opts.metrics, 'serving', certificateInfo(pair.certPem).notAfter));

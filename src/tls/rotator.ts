@@ -11,7 +11,9 @@ import {
   type CertificateInfo,
   type SignatureDigest,
 } from './certificates.js';
+import { annotationsAfter, isCompromiseUnderWay, rotationRequest, ROTATE_ANNOTATION, type RotationRequest } from './rotation-request.js';
 import type { CertificateBundle, SecretContents, SecretStore } from './secret-store.js';
+import type { EventRecorder } from '../kube/events.js';
 
 const DAY_SECONDS = 24 * 3600;
 /** Long enough that CA rotations, which need an overlap window, are rare; short enough that the path runs in a cluster's life. */
@@ -40,6 +42,8 @@ const MAX_RECHECK_INTERVAL_MS = 3600_000;
 /** While a new CA is not yet in the caBundle, look again this often (the injector's events also wake us). */
 const BUNDLE_RECHECK_MS = 1_000;
 const INITIAL_RETRY_MS = 500;
+/** Reason of the Event on the TLS Secret that records a rotation. */
+export const ROTATION_EVENT_REASON = 'CertificatesRotated';
 /** A failing rotation is retried at least this often, well inside any sensible renew-before window. */
 const MAX_RETRY_MS = 60_000;
 
@@ -172,7 +176,8 @@ export function missingNames(cert: Pick<CertificateInfo, 'dnsNames' | 'ipAddress
 
 export type RotationAction = 'create' | 'restore' | 'rotate-ca' | 'renew-serving' | 'drop-previous-ca';
 
-export type RotationDecision = { action: 'none'; nextCheck: Date } | { action: RotationAction; reason: string };
+/** `requested`: the action carries out the Secret's rollguard.io/rotate request, which the write then removes. */
+export type RotationDecision = { action: 'none'; nextCheck: Date } | { action: RotationAction; reason: string; requested?: RotationRequest };
 
 export interface RotationInput {
   /** the Secret as just read */
@@ -181,6 +186,8 @@ export interface RotationInput {
   remembered?: CertificateBundle;
   /** whether the caBundle holds a CA; absent when rollguard does not inject one */
   bundleHolds?: (caPem: string) => boolean;
+  /** every replica serves the stored serving certificate; looked at only while a compromised CA is being replaced */
+  servedEverywhere?: boolean;
   now: Date;
   policy: RenewalPolicy;
 }
@@ -210,6 +217,15 @@ export function decideRotation(input: RotationInput): RotationDecision {
   const serving = certificateInfo(bundle.serving.certPem);
   if (ca.notAfter.getTime() <= t) return { action: 'create', reason: `the CA expired at ${iso(ca.notAfter)}` };
   const checks: number[] = [];
+  const servingFromCa = isSignedBy(bundle.serving.certPem, bundle.ca.certPem);
+  const compromise = isCompromiseUnderWay(stored.annotations);
+
+  // asked for on the Secret; a planned CA rotation asked for while one is under way waits for it to end
+  const { request } = rotationRequest(stored.annotations);
+  const asked = `asked for by ${ROTATE_ANNOTATION}: ${request}`;
+  if (request === 'ca-compromised' && servingFromCa) return { action: 'rotate-ca', reason: asked, requested: request };
+  if (request === 'ca' && bundle.previousCaPem === undefined) return { action: 'rotate-ca', reason: asked, requested: request };
+  if (request === 'serving' && servingFromCa) return { action: 'renew-serving', reason: asked, requested: request };
 
   if (bundle.previousCaPem === undefined) {
     const caDue = renewalTime(ca, policy.caRenewBeforeSeconds);
@@ -224,7 +240,8 @@ export function decideRotation(input: RotationInput): RotationDecision {
     // A CA rotation is under way: a serving certificate from the new CA must wait until the caBundle
     // holds that CA everywhere, even when renewal is due, unless waiting longer would let the
     // certificate in use expire before its successor reaches every replica.
-    const switchAt = issuedAt(ca).getTime() + policy.caPropagationSeconds * 1000;
+    // replacing a compromised CA: its successor serves as soon as the caBundle holds it
+    const switchAt = issuedAt(ca).getTime() + (compromise ? 0 : policy.caPropagationSeconds * 1000);
     const lastMoment = serving.notAfter.getTime() - policy.caPropagationSeconds * 1000;
     const inBundle = input.bundleHolds?.(bundle.ca.certPem) ?? true;
     if (t >= switchAt && inBundle) {
@@ -251,7 +268,12 @@ export function decideRotation(input: RotationInput): RotationDecision {
   if (missing.length > 0) {
     return { action: 'renew-serving', reason: `the serving certificate lacks ${missing.join(', ')}` };
   }
-  if (bundle.previousCaPem !== undefined) {
+  if (bundle.previousCaPem !== undefined && compromise) {
+    if (input.servedEverywhere === true) {
+      return { action: 'drop-previous-ca', reason: 'every replica serves the certificate from the new CA; the compromised CA leaves the caBundle' };
+    }
+    checks.push(t + BUNDLE_RECHECK_MS);
+  } else if (bundle.previousCaPem !== undefined) {
     const dropAt = issuedAt(serving).getTime() + policy.caPropagationSeconds * 1000;
     if (t >= dropAt) {
       return { action: 'drop-previous-ca', reason: `every replica has had ${policy.caPropagationSeconds} s to serve from the new CA` };
@@ -317,6 +339,10 @@ export interface RotatorOptions {
   logger: Logger;
   metrics: Metrics;
   bundleHolds?: (caPem: string) => boolean;
+  /** whether every replica serves this certificate (asked only while a compromised CA is replaced) */
+  servedEverywhere?: (servingCertPem: string) => Promise<boolean>;
+  /** rotations are recorded as Events on the Secret */
+  events?: Pick<EventRecorder, 'record'>;
   now?: () => Date;
 }
 
@@ -347,10 +373,13 @@ export class CertificateRotator implements Runnable {
     // a renewal can be followed by another step (e.g. create after an expired CA): a few passes, never a loop
     for (let step = 0; step < 3; step++) {
       if (stored.kind === 'valid') this.remembered = stored.bundle;
+      const request = stored.kind === 'absent' ? {} : rotationRequest(stored.annotations);
+      if (request.problem) this.log.warn({ problem: request.problem }, 'ignoring a rotation request');
       const decision = decideRotation({
         stored,
         remembered: this.remembered,
         bundleHolds: this.opts.bundleHolds,
+        servedEverywhere: await this.servedEverywhere(stored),
         now: this.now(),
         policy: this.opts.policy,
       });
@@ -365,18 +394,54 @@ export class CertificateRotator implements Runnable {
         policy: this.opts.policy,
         now: this.now(),
       });
-      const result = await this.opts.store.write(bundle, stored);
+      const annotations =
+        stored.kind === 'absent'
+          ? undefined
+          : annotationsAfter(stored.annotations, {
+              consumedRequest: decision.requested !== undefined,
+              compromise:
+                decision.requested === 'ca-compromised' ? 'start' : decision.action === 'drop-previous-ca' || decision.action === 'create' ? 'end' : 'keep',
+            });
+      const result = await this.opts.store.write(bundle, stored, annotations);
       if (result.outcome === 'conflict') {
         this.log.info({ action: decision.action }, 'another replica wrote the Secret first; adopting its certificates');
       } else {
         if (decision.action === 'rotate-ca') this.opts.metrics.certificateRotations.inc({ certificate: 'ca' });
         if (decision.action === 'renew-serving') this.opts.metrics.certificateRotations.inc({ certificate: 'serving' });
+        await this.record(decision.action, decision.reason, result.contents);
       }
       stored = result.contents;
     }
     // still not settled after a few steps: look again shortly rather than spin
     this.schedule(INITIAL_RETRY_MS);
     return stored;
+  }
+
+  /** Asked only while a compromised CA is replaced and its successor signs the serving certificate. */
+  private async servedEverywhere(stored: SecretContents): Promise<boolean | undefined> {
+    if (stored.kind !== 'valid' || !isCompromiseUnderWay(stored.annotations) || stored.bundle.previousCaPem === undefined) return undefined;
+    if (!this.opts.servedEverywhere || !isSignedBy(stored.bundle.serving.certPem, stored.bundle.ca.certPem)) return false;
+    try {
+      return await this.opts.servedEverywhere(stored.bundle.serving.certPem);
+    } catch (err) {
+      this.log.warn({ err }, 'could not tell which certificate every replica serves; keeping the previous CA');
+      return false;
+    }
+  }
+
+  private async record(action: RotationAction, reason: string, written: SecretContents): Promise<void> {
+    if (!this.opts.events || written.kind === 'absent' || !written.uid) return;
+    const what: Record<RotationAction, string> = {
+      create: 'Issued a new CA and serving certificate',
+      restore: 'Wrote back the certificates this replica serves',
+      'rotate-ca': 'Issued a new CA, in the caBundle beside the previous one',
+      'renew-serving': 'Issued a new serving certificate',
+      'drop-previous-ca': 'Dropped the previous CA from the caBundle',
+    };
+    await this.opts.events.record(
+      { apiVersion: 'v1', kind: 'Secret', namespace: this.opts.store.namespace, name: this.opts.store.name, uid: written.uid, resourceVersion: written.resourceVersion },
+      { type: 'Normal', reason: ROTATION_EVENT_REASON, message: `${what[action]}: ${reason}`, action: 'RotateCertificates' },
+    );
   }
 
   async start(signal: AbortSignal): Promise<void> {

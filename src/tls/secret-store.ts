@@ -25,6 +25,7 @@ export interface CertificateBundle {
 
 interface SecretMetadata {
   resourceVersion: string;
+  uid?: string;
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
 }
@@ -96,6 +97,7 @@ export function secretContents(secret: unknown): SecretContents {
   const metadata = isJsonObject(secret.metadata) ? secret.metadata : {};
   const meta: SecretMetadata = {
     resourceVersion: typeof metadata.resourceVersion === 'string' ? metadata.resourceVersion : '',
+    ...(typeof metadata.uid === 'string' ? { uid: metadata.uid } : {}),
     labels: stringMap(metadata.labels),
     annotations: stringMap(metadata.annotations),
   };
@@ -162,8 +164,11 @@ export class SecretStore {
     }
   }
 
-  /** Writes `bundle` over `expected` (what the caller read); on a lost race returns the winner's contents. */
-  async write(bundle: CertificateBundle, expected: SecretContents): Promise<WriteResult> {
+  /**
+   * Writes `bundle` over `expected` (what the caller read), with `annotations` when given (else
+   * those read); on a lost race returns the winner's contents.
+   */
+  async write(bundle: CertificateBundle, expected: SecretContents, annotations?: Record<string, string>): Promise<WriteResult> {
     const labels = { ...(expected.kind === 'absent' ? {} : expected.labels), [MANAGED_BY_LABEL]: MANAGED_BY };
     const body: V1Secret = {
       apiVersion: 'v1',
@@ -172,7 +177,7 @@ export class SecretStore {
         name: this.name,
         namespace: this.namespace,
         labels,
-        annotations: expected.kind === 'absent' ? undefined : expected.annotations,
+        annotations: expected.kind === 'absent' ? undefined : (annotations ?? expected.annotations),
       },
       type: SECRET_TYPE,
       data: secretData(bundle),

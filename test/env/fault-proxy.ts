@@ -1,4 +1,6 @@
+import fs from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 
 /**
  * A TCP proxy on loopback in front of the API server, for fault tests: a process whose
@@ -13,6 +15,11 @@ export interface FaultProxy {
   port: number;
   /** Holds every byte in both directions from now on; connections stay open. */
   freeze(): void;
+  /**
+   * Holds every byte of the connections open now, for good (as after a NAT or load balancer
+   * lost them: half-open, silent); connections opened later pass. restore() lets them flow.
+   */
+  freezeOpenConnections(): void;
   /** Resets every connection and refuses new ones. */
   cut(): void;
   /** Forwards again: held bytes flow, new connections are accepted. */
@@ -24,16 +31,39 @@ export interface FaultProxy {
 
 type Mode = 'open' | 'frozen' | 'cut';
 
+interface Pair {
+  client: net.Socket;
+  upstream: net.Socket;
+  /** piped both ways; a frozen pair is unpiped and paused, so restore pipes it exactly once again */
+  flowing: boolean;
+}
+
 export async function startFaultProxy(target: { host: string; port: number }): Promise<FaultProxy> {
   let mode: Mode = 'open';
-  const pairs = new Set<{ client: net.Socket; upstream: net.Socket }>();
+  const pairs = new Set<Pair>();
+  const flow = (pair: Pair): void => {
+    if (pair.flowing) return;
+    pair.flowing = true;
+    pair.client.pipe(pair.upstream);
+    pair.upstream.pipe(pair.client);
+    pair.client.resume();
+    pair.upstream.resume();
+  };
+  // unpiping stops the flow even of data already buffered in the readable side
+  const hold = (pair: Pair): void => {
+    pair.flowing = false;
+    pair.client.unpipe(pair.upstream);
+    pair.upstream.unpipe(pair.client);
+    pair.client.pause();
+    pair.upstream.pause();
+  };
   const server = net.createServer((client) => {
     if (mode === 'cut') {
       client.destroy();
       return;
     }
     const upstream = net.connect(target.port, target.host);
-    const pair = { client, upstream };
+    const pair: Pair = { client, upstream, flowing: false };
     pairs.add(pair);
     const drop = (): void => {
       pairs.delete(pair);
@@ -42,12 +72,8 @@ export async function startFaultProxy(target: { host: string; port: number }): P
     };
     client.on('error', drop).on('close', drop);
     upstream.on('error', drop).on('close', drop);
-    client.pipe(upstream);
-    upstream.pipe(client);
-    if (mode === 'frozen') {
-      client.pause();
-      upstream.pause();
-    }
+    if (mode === 'frozen') hold(pair);
+    else flow(pair);
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -55,7 +81,7 @@ export async function startFaultProxy(target: { host: string; port: number }): P
   });
   const address = server.address();
   if (address === null || typeof address === 'string') throw new Error('fault proxy: no TCP address');
-  const each = (fn: (pair: { client: net.Socket; upstream: net.Socket }) => void): void => {
+  const each = (fn: (pair: Pair) => void): void => {
     for (const pair of [...pairs]) fn(pair);
   };
   return {
@@ -63,13 +89,10 @@ export async function startFaultProxy(target: { host: string; port: number }): P
     port: address.port,
     freeze() {
       mode = 'frozen';
-      // unpiping stops the flow even of data already buffered in the readable side
-      each(({ client, upstream }) => {
-        client.unpipe(upstream);
-        upstream.unpipe(client);
-        client.pause();
-        upstream.pause();
-      });
+      each(hold);
+    },
+    freezeOpenConnections() {
+      each(hold);
     },
     cut() {
       mode = 'cut';
@@ -80,12 +103,7 @@ export async function startFaultProxy(target: { host: string; port: number }): P
     },
     restore() {
       mode = 'open';
-      each(({ client, upstream }) => {
-        client.pipe(upstream);
-        upstream.pipe(client);
-        client.resume();
-        upstream.resume();
-      });
+      each(flow);
     },
     connections: () => pairs.size,
     close: () =>
@@ -97,4 +115,13 @@ export async function startFaultProxy(target: { host: string; port: number }): P
         server.close(() => resolve());
       }),
   };
+}
+
+/** A copy of `kubeconfigPath` (JSON, as control-plane.ts writes it) whose cluster is reached through `proxy`. */
+export function kubeconfigThrough(proxy: FaultProxy, kubeconfigPath: string, into: string): string {
+  const config = JSON.parse(fs.readFileSync(kubeconfigPath, 'utf8')) as { clusters: { cluster: { server: string } }[] };
+  for (const { cluster } of config.clusters) cluster.server = proxy.url;
+  const out = path.join(into, `via-proxy-${proxy.port}.kubeconfig`);
+  fs.writeFileSync(out, JSON.stringify(config, null, 2), { mode: 0o600 });
+  return out;
 }

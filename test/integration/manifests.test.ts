@@ -15,12 +15,15 @@ import {
   type V1Deployment,
   type V1MutatingWebhookConfiguration,
   type V1Namespace,
+  type V1NetworkPolicy,
   type V1PodSpec,
   type V1PolicyRule,
   type V1Role,
   type V1RoleBinding,
   type V1Service,
   type V1StatefulSet,
+  type V1ValidatingAdmissionPolicy,
+  type V1ValidatingAdmissionPolicyBinding,
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseArgs, type Config } from '../../src/config.js';
@@ -40,6 +43,8 @@ const OWN_NAMESPACE = 'rollguard-system';
 // cert-manager's CRDs are not installed in the test API server, so its Issuers and
 // Certificates cannot be dry-run; every other object of the cert-manager renderings is.
 const CERT_MANAGER_API = /^cert-manager\.io\//;
+/** the namespace deploy/overlays/one-namespace watches */
+const ONE_NAMESPACE = 'apps';
 const run = promisify(execFile);
 
 type Objects = KubernetesObject[];
@@ -80,9 +85,14 @@ const RENDERINGS: Rendering[] = [
   { name: 'kustomize base', render: kustomize('base') },
   { name: 'kustomize no-webhook', render: kustomize('overlays/no-webhook') },
   { name: 'kustomize cert-manager', render: kustomize('overlays/cert-manager') },
+  { name: 'kustomize one-namespace', render: kustomize('overlays/one-namespace') },
   { name: 'helm defaults', render: helmTemplate('rollguard', [], OWN_NAMESPACE) },
   { name: 'helm webhook.enabled=false', render: helmTemplate('rollguard', ['webhook.enabled=false'], OWN_NAMESPACE) },
   { name: 'helm tls.certManager.enabled=true', render: helmTemplate('rollguard', ['tls.certManager.enabled=true'], OWN_NAMESPACE) },
+  {
+    name: 'helm rbac.scope=namespaces',
+    render: (ctx) => helmTemplate('rollguard', ['rbac.scope=namespaces', `rbac.namespaces={${ctx.namespace},${ONE_NAMESPACE}}`], OWN_NAMESPACE)(ctx),
+  },
   {
     // another release name and namespace: every name that points at another object must follow
     name: 'helm release "rg", one replica, no leader election',
@@ -120,6 +130,9 @@ describe('deploy manifests', () => {
       body: { metadata: { name: restricted, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } },
     });
     for (const r of RENDERINGS) rendered.set(r.name, parseManifests(await r.render(ctx), r.name));
+    await core.createNamespace({ body: { metadata: { name: ONE_NAMESPACE } } }).catch((err: unknown) => {
+      if (!(err instanceof ApiException && err.code === 409)) throw err;
+    });
 
     // Namespaced objects can only be dry-run into a namespace that exists. Created for
     // real from the base and left in place: other test files may deploy into it.
@@ -223,6 +236,7 @@ describe('deploy manifests', () => {
     const namespace = deploy.metadata!.namespace!;
     const clusterRules = rulesFor(objects, deploy, 'cluster');
     const ownRules = rulesFor(objects, deploy, namespace);
+    const namespaced = config.watchNamespaces.length > 0 && !clusterRules.some((r) => r.resources?.includes('statefulsets'));
     const allows = (rules: V1PolicyRule[], group: string, resource: string, verb: string, resourceName?: string): boolean =>
       rules.some(
         (r) =>
@@ -239,8 +253,13 @@ describe('deploy manifests', () => {
       ['apps', 'statefulsets', ['list', 'watch', 'patch']],
       ['', 'pods', ['list', 'watch', 'delete']],
       ['', 'events', ['create', 'patch']],
+      ['', 'services', ['get']],
     ] as const) {
-      for (const verb of verbs) expect(allows(clusterRules, group, resource, verb), `${verb} ${group}/${resource}`).toBe(true);
+      for (const scope of namespaced ? config.watchNamespaces : ['cluster']) {
+        const rules = scope === 'cluster' ? clusterRules : rulesFor(objects, deploy, scope);
+        for (const verb of verbs) expect(allows(rules, group, resource, verb), `${verb} ${group}/${resource} in ${scope}`).toBe(true);
+      }
+      if (namespaced) expect(clusterRules.some((r) => r.resources?.includes(resource)), `no cluster-wide ${resource}`).toBe(false);
     }
 
     const mwc = 'mutatingwebhookconfigurations';
@@ -358,6 +377,16 @@ describe('deploy manifests', () => {
     expect(only<V1MutatingWebhookConfiguration>(chart, 'MutatingWebhookConfiguration').webhooks).toEqual(
       only<V1MutatingWebhookConfiguration>(base, 'MutatingWebhookConfiguration').webhooks,
     );
+    for (const kind of ['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'] as const) {
+      const baseObjects = base.filter((o) => o.kind === kind);
+      expect(baseObjects.length, `the base ships ${kind}`).toBeGreaterThan(0);
+      // CEL does not care how kustomize and helm fold the lines of an expression
+      const squashed = (spec: unknown): unknown => JSON.parse(JSON.stringify(spec).replace(/(?:\\n|\s)+/g, ' '));
+      for (const obj of baseObjects as (KubernetesObject & { spec: unknown })[]) {
+        const inChart = only<KubernetesObject & { spec: unknown }>(chart, kind, obj.metadata!.name);
+        expect(squashed(inChart.spec), `${kind} ${obj.metadata!.name}`).toEqual(squashed(obj.spec));
+      }
+    }
 
     const baseDeploy = only<V1Deployment>(base, 'Deployment');
     const chartDeploy = only<V1Deployment>(chart, 'Deployment');
@@ -381,6 +410,92 @@ describe('deploy manifests', () => {
     };
     expect(podChoices(chartDeploy)).toEqual(podChoices(baseDeploy));
     expect(only<KubernetesObject & { spec: { minAvailable: number } }>(chart, 'PodDisruptionBudget').spec.minAvailable).toBe(1);
+  });
+
+  it.each(['kustomize base', 'helm defaults', 'helm release "rg", one replica, no leader election'])(
+    '%s: the NetworkPolicy selects rollguard\'s pods, opens the webhook port to all and the admin port to the monitoring namespace only',
+    (name) => {
+      const objects = objectsOf(name);
+      const deploy = only<V1Deployment>(objects, 'Deployment');
+      const policy = only<V1NetworkPolicy>(objects, 'NetworkPolicy');
+      expect(policy.metadata!.namespace).toBe(deploy.metadata!.namespace);
+      expect(deploy.spec!.template.metadata!.labels).toMatchObject(policy.spec!.podSelector?.matchLabels ?? { none: 'selected' });
+      expect(policy.spec!.policyTypes).toEqual(['Ingress']);
+      const rules = policy.spec!.ingress!;
+      const ports = (rule: (typeof rules)[number]): unknown[] => (rule.ports ?? []).map((p) => p.port);
+      // YAML's "from" is "_from" in the client's model
+      expect(rules.filter((r) => r._from === undefined).map(ports), 'open to all').toEqual([['webhook']]);
+      expect(rules.filter((r) => r._from !== undefined).map((r) => ({ ports: ports(r), from: r._from }))).toEqual([
+        {
+          ports: ['admin'],
+          from: [{ namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: ['monitoring'] }] } }],
+        },
+      ]);
+      const container = rollguardContainer(deploy);
+      for (const port of ['webhook', 'admin']) expect(container.ports!.some((p) => p.name === port), `container port ${port}`).toBe(true);
+    },
+  );
+
+  it('helm networkPolicy.enabled=false and fence.enabled=false leave the NetworkPolicy and the fence out', async () => {
+    const objects = parseManifests(await helmTemplate('rollguard', ['networkPolicy.enabled=false', 'fence.enabled=false'], OWN_NAMESPACE)(ctx), 'helm opt-outs');
+    expect(objects.filter((o) => ['NetworkPolicy', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'].includes(o.kind ?? ''))).toEqual([]);
+  });
+
+  it.each(['kustomize base', 'helm release "rg", one replica, no leader election'])(
+    '%s: the fence names this installation\'s service account, TLS Secret, Lease and webhook configuration',
+    (name) => {
+      const objects = objectsOf(name);
+      const deploy = only<V1Deployment>(objects, 'Deployment');
+      const config = rollguardConfig(deploy);
+      const account = `system:serviceaccount:${deploy.metadata!.namespace}:${deploy.spec!.template.spec!.serviceAccountName}`;
+      const policies = objects.filter((o) => o.kind === 'ValidatingAdmissionPolicy') as V1ValidatingAdmissionPolicy[];
+      expect(policies.length).toBe(4);
+      for (const policy of policies) {
+        expect(policy.spec!.matchConditions, policy.metadata!.name).toEqual([
+          { name: 'rollguard-service-account', expression: `request.userInfo.username == '${account}'` },
+        ]);
+        const bindings = objects.filter((o) => o.kind === 'ValidatingAdmissionPolicyBinding') as V1ValidatingAdmissionPolicyBinding[];
+        expect(bindings.filter((b) => b.spec!.policyName === policy.metadata!.name).map((b) => b.spec!.validationActions)).toEqual([['Deny']]);
+      }
+      const writes = JSON.stringify(policies.find((p) => p.metadata!.name!.endsWith('-fence-writes'))!.spec!.validations);
+      expect(writes).toContain(`variables.objectName == '${config.tlsSecret}'`);
+      expect(writes).toContain(`variables.objectName == '${config.leaseName}'`);
+      expect(writes).toContain(`variables.objectNamespace == '${config.namespace}'`);
+      const webhook = objects.find((o) => o.kind === 'MutatingWebhookConfiguration')?.metadata?.name ?? config.webhookConfiguration;
+      expect(writes).toContain(`variables.objectName == '${webhook}'`);
+    },
+  );
+
+  it.each(['kustomize one-namespace', 'helm rbac.scope=namespaces'])(
+    '%s: rights, --watch-namespaces and the webhook namespaceSelector name the same namespaces',
+    (name) => {
+      const objects = objectsOf(name);
+      const deploy = only<V1Deployment>(objects, 'Deployment');
+      const config = rollguardConfig(deploy);
+      expect(config.watchNamespaces.length).toBeGreaterThan(0);
+      const clusterWide = rulesFor(objects, deploy, 'cluster').flatMap((r) => r.resources ?? []);
+      expect(clusterWide.sort()).toEqual(['mutatingwebhookconfigurations', 'mutatingwebhookconfigurations']);
+      const hook = only<V1MutatingWebhookConfiguration>(objects, 'MutatingWebhookConfiguration').webhooks![0]!;
+      expect(hook.namespaceSelector?.matchExpressions).toEqual([{ key: 'kubernetes.io/metadata.name', operator: 'In', values: config.watchNamespaces }]);
+      // the same rules as the base's ClusterRole, in each namespace
+      const base = only<V1ClusterRole>(objectsOf('kustomize base'), 'ClusterRole', 'rollguard');
+      for (const ns of config.watchNamespaces) expect(rulesFor(objects, deploy, ns), ns).toEqual(base.rules);
+      // its own namespace gets what it writes there: the Events of a certificate rotation
+      expect(rulesFor(objects, deploy, deploy.metadata!.namespace!).some((r) => r.resources?.includes('events') && r.verbs.includes('create'))).toBe(true);
+    },
+  );
+
+  it('the Helm chart refuses rbac.scope=namespaces without namespaces, and an unknown scope', async () => {
+    for (const [values, message] of [
+      [['rbac.scope=namespaces'], 'rbac.scope=namespaces needs rbac.namespaces'],
+      [['rbac.scope=everything'], 'rbac.scope must be cluster or namespaces'],
+    ] as const) {
+      const failure = await helmTemplate('rollguard', [...values], OWN_NAMESPACE)(ctx).then(
+        () => 'rendered',
+        (err: unknown) => String(err),
+      );
+      expect(failure).toContain(message);
+    }
   });
 
   it('the Helm chart passes values through and leaves out what one replica without a lease does not need', () => {

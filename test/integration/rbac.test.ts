@@ -4,6 +4,10 @@ import os from 'node:os';
 import path from 'node:path';
 import {
   AdmissionregistrationV1Api,
+  ApiException,
+  AppsV1Api,
+  CoreV1Api,
+  KubeConfig,
   KubernetesObjectApi,
   loadAllYaml,
   type KubernetesObject,
@@ -17,9 +21,40 @@ import { startRollguardProcess, type RollguardProcess } from '../env/rollguard-p
 import { waitFor, waitUntil } from '../env/wait.js';
 import { createSignedCertificate } from '../../src/tls/certificates.js';
 import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
+import { HEALTH_GATED_ANNOTATION, HEALTH_GATED_VALUE } from '../../src/rollout/decision.js';
+import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
 
 const ROLLGUARD_NAMESPACE = 'rollguard-system';
-const SERVICE_ACCOUNT = `system:serviceaccount:${ROLLGUARD_NAMESPACE}:rollguard`;
+
+/** One way of installing rollguard's rights: what it renders and the names rollguard then uses. */
+interface Mode {
+  name: string;
+  /** the service account, and the prefix of every object name */
+  account: string;
+  render(workloads: string): string;
+}
+
+const kubectlKustomize = (dir: string): string =>
+  execFileSync(path.join(controlPlaneBinaries(), 'kubectl'), ['kustomize', path.resolve(dir)], { encoding: 'utf8' });
+
+const MODES: Mode[] = [
+  { name: 'cluster-wide (deploy/base)', account: 'rollguard', render: () => kubectlKustomize('deploy/base') },
+  {
+    // another release, so that none of the ClusterRoles above can lend it a right
+    name: 'namespaced (Helm rbac.scope=namespaces)',
+    account: 'rgns-rollguard',
+    render: (workloads) => {
+      const tools = execFileSync('bash', [path.resolve('test/env/build-tools.sh')], { encoding: 'utf8' }).trim().split('\n').pop() ?? '';
+      return execFileSync(
+        path.join(tools, 'helm'),
+        ['template', 'rgns', path.resolve('deploy/helm/rollguard'), '--namespace', ROLLGUARD_NAMESPACE, '--set', 'rbac.scope=namespaces', '--set', `rbac.namespaces={${workloads}}`],
+        { encoding: 'utf8' },
+      );
+    },
+  },
+];
+const FENCE_KINDS = ['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'];
+const FENCE_PROBE = 'fence-probe';
 
 interface AuditEvent {
   user: { username: string };
@@ -38,11 +73,46 @@ function grantsOf(rules: V1PolicyRule[]): Set<Grant> {
   return out;
 }
 
-// The test of record for deploy/'s RBAC: rollguard runs as its own service account with only
-// the roles of deploy/base, does every kind of work, and the API server's audit log tells
-// what it called. Nothing may be forbidden, and nothing granted may go unused.
-describe('RBAC of deploy/base', () => {
+/** The API server's message for a refused request; undefined when it went through. */
+async function refusal(write: () => Promise<unknown>): Promise<string | undefined> {
+  try {
+    await write();
+    return undefined;
+  } catch (err) {
+    if (!(err instanceof ApiException)) throw err;
+    const body = err.body as string | { message?: string } | undefined;
+    const text = typeof body === 'string' ? body : (body?.message ?? '');
+    try {
+      return `${err.code} ${(JSON.parse(text) as { message?: string }).message ?? text}`;
+    } catch {
+      return `${err.code} ${text}`;
+    }
+  }
+}
+
+// The test of record for deploy/'s RBAC and its fence: rollguard runs as its own service
+// account with only the roles and ValidatingAdmissionPolicies of deploy/base, does every kind
+// of work, and the API server's audit log tells what it called. Nothing may be forbidden, and
+// nothing granted may go unused. Then, as that account, every write its contract does not
+// name is tried and must be denied by a policy of the fence (RBAC alone would allow each).
+// The fence binds its service account everywhere: every mode's is removed once the file is done.
+// Not sooner: the API server (1.36) was seen to stop finding the params of a policy created
+// right after another policy of the same paramKind was deleted.
+const fences: KubernetesObject[] = [];
+afterAll(async () => {
+  const client = KubernetesObjectApi.makeApiClient(testCluster().kc);
+  for (const obj of fences) await client.delete(obj).catch(() => undefined);
+});
+
+describe.each(MODES)('RBAC and fence, $name', (mode) => {
   const { kc, core, apps } = testCluster();
+  const SERVICE_ACCOUNT = `system:serviceaccount:${ROLLGUARD_NAMESPACE}:${mode.account}`;
+  const fencePolicy = (part: string): string => `${mode.account}-fence-${part}`;
+  const webhookConfiguration = mode.account;
+  let sa: { core: CoreV1Api; apps: AppsV1Api; admission: AdmissionregistrationV1Api };
+  const fence: KubernetesObject[] = [];
+  /** objects of a mode of its own, removed afterwards (deploy/base's may be another test file's too) */
+  const created: KubernetesObject[] = [];
   let workloads: string;
   let rollguard: RollguardProcess | undefined;
   let kubelet: FakeKubelet;
@@ -52,20 +122,29 @@ describe('RBAC of deploy/base', () => {
   beforeAll(async () => {
     workloads = await createNamespace(core, 'rbac');
     kubelet = new FakeKubelet(kc, workloads).start();
-    const kubectl = path.join(controlPlaneBinaries(), 'kubectl');
-    const rendered = execFileSync(kubectl, ['kustomize', path.resolve('deploy/base')], { encoding: 'utf8' });
+    // the chart renders no Namespace (helm install --create-namespace makes it)
+    await core.createNamespace({ body: { metadata: { name: ROLLGUARD_NAMESPACE } } }).catch((err: unknown) => {
+      if ((err as { code?: number }).code !== 409) throw err;
+    });
+    const rendered = mode.render(workloads);
     const objects = (loadAllYaml(rendered) as KubernetesObject[]).filter((o) =>
-      ['Namespace', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding'].includes(o.kind ?? ''),
+      ['Namespace', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding', ...FENCE_KINDS].includes(o.kind ?? ''),
     );
     const client = KubernetesObjectApi.makeApiClient(kc);
     for (const obj of objects) {
       try {
         await client.create(obj);
+        if (mode.account !== 'rollguard' && obj.kind !== 'Namespace') created.push(obj);
       } catch (err) {
         if ((err as { code?: number }).code !== 409) throw err;
       }
       if (obj.kind === 'ClusterRole' || obj.kind === 'Role') rbacRules.push(...((obj as { rules?: V1PolicyRule[] }).rules ?? []));
+      if (FENCE_KINDS.includes(obj.kind ?? '')) {
+        fence.push(obj);
+        fences.push(obj);
+      }
     }
+    expect(fence.length, 'deploy/base ships the fence').toBeGreaterThanOrEqual(2);
 
     // a client certificate whose user name is the service account's: RBAC sees rollguard's own identity
     const pki = path.join(inject('controlPlaneDir'), 'pki');
@@ -78,17 +157,40 @@ describe('RBAC of deploy/base', () => {
       keyBits: 2048,
     });
     const saKubeconfig = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'rollguard-rbac-')), 'sa.kubeconfig');
-    fs.writeFileSync(saKubeconfig, kubeconfig(kc.getCurrentCluster()!.server, ca.certPem, 'rollguard', cred));
+    fs.writeFileSync(saKubeconfig, kubeconfig(kc.getCurrentCluster()!.server, ca.certPem, mode.account, cred));
+    const saConfig = new KubeConfig();
+    saConfig.loadFromFile(saKubeconfig);
+    sa = {
+      core: saConfig.makeApiClient(CoreV1Api),
+      apps: saConfig.makeApiClient(AppsV1Api),
+      admission: saConfig.makeApiClient(AdmissionregistrationV1Api),
+    };
+    // policies take effect once the API server has loaded them: wait for one to deny
+    await waitUntil('the fence to deny rollguard a Secret of another name', async () => {
+      const denied = await refusal(() =>
+        sa.core.createNamespacedSecret({ namespace: ROLLGUARD_NAMESPACE, dryRun: 'All', body: { metadata: { name: FENCE_PROBE } } }),
+      );
+      return denied?.includes(fencePolicy('writes')) === true || `answer: ${denied ?? 'created'}`;
+    });
 
     rollguard = await startRollguardProcess({
       name: 'rbac',
       kubeconfigPath: saKubeconfig,
-      args: [`--namespace=${ROLLGUARD_NAMESPACE}`, `--watch-namespaces=${workloads}`, '--debounce=0s', '--webhook-configuration=rollguard'],
+      args: [
+        `--namespace=${ROLLGUARD_NAMESPACE}`,
+        `--watch-namespaces=${workloads}`,
+        '--debounce=0s',
+        `--webhook-configuration=${webhookConfiguration}`,
+        `--tls-secret=${mode.account}-webhook-tls`,
+        `--lease-name=${mode.account}-leader`,
+        '--rollout-min-step-interval=0s',
+        '--rollout-min-ready=0s',
+      ],
     });
     const admission = kc.makeApiClient(AdmissionregistrationV1Api);
     await admission.createMutatingWebhookConfiguration({
       body: {
-        metadata: { name: 'rollguard' },
+        metadata: { name: webhookConfiguration },
         webhooks: [
           {
             name: 'statefulsets.rollguard.io',
@@ -110,11 +212,13 @@ describe('RBAC of deploy/base', () => {
   afterAll(async () => {
     await rollguard?.kill();
     await kubelet?.stop();
-    await kc.makeApiClient(AdmissionregistrationV1Api).deleteMutatingWebhookConfiguration({ name: 'rollguard' }).catch(() => undefined);
+    await kc.makeApiClient(AdmissionregistrationV1Api).deleteMutatingWebhookConfiguration({ name: webhookConfiguration }).catch(() => undefined);
     await core.deleteNamespace({ name: workloads }).catch(() => undefined);
+    const client = KubernetesObjectApi.makeApiClient(kc);
+    for (const obj of created.filter((o) => !FENCE_KINDS.includes(o.kind ?? ''))) await client.delete(obj).catch(() => undefined);
   });
 
-  it('does its work with only the roles of deploy/base, and uses every verb they grant', async () => {
+  it('does its work with only the roles it is given, through its fence, and uses every verb they grant', async () => {
     printControlPlaneLogsOnFailure();
     // the webhook path: a labelled set stored already annotated
     await core.createNamespacedConfigMap({ namespace: workloads, body: { metadata: { name: 'cfg' }, data: { a: '1' } } });
@@ -132,6 +236,39 @@ describe('RBAC of deploy/base', () => {
       const events = await core.listNamespacedEvent({ namespace: workloads });
       return events.items.some((e) => e.reason === 'ConfigChanged') || `reasons: ${events.items.map((e) => e.reason).join(',')}`;
     });
+    // the health-gated path: partition steps with rollguard's own set annotation, through the fence
+    const gated = statefulSet('gated', {
+      replicas: 2,
+      labels: { [ENABLED_LABEL]: 'true' },
+      annotations: { [HEALTH_GATED_ANNOTATION]: HEALTH_GATED_VALUE },
+    });
+    gated.spec!.podManagementPolicy = 'Parallel';
+    await apps.createNamespacedStatefulSet({ namespace: workloads, body: gated });
+    const atRest = await waitFor('gated at rest, its partition held at 2', async () => {
+      const s = await apps.readNamespacedStatefulSet({ name: 'gated', namespace: workloads });
+      const st = s.status;
+      return s.spec?.updateStrategy?.rollingUpdate?.partition === 2 && st?.readyReplicas === 2 && st.currentRevision === st.updateRevision
+        ? s
+        : undefined;
+    });
+    await apps.patchNamespacedStatefulSet({
+      name: 'gated',
+      namespace: workloads,
+      body: [{ op: 'replace', path: '/spec/template/spec/containers/0/image', value: 'registry.example/app:2' }],
+    });
+    await waitUntil('gated rolled out by partition steps', async () => {
+      const s = await apps.readNamespacedStatefulSet({ name: 'gated', namespace: workloads });
+      const st = s.status;
+      const done =
+        st?.updateRevision !== atRest.status?.updateRevision &&
+        st?.currentRevision === st?.updateRevision &&
+        st?.updatedReplicas === 2 &&
+        s.spec?.updateStrategy?.rollingUpdate?.partition === 2 &&
+        s.metadata?.annotations?.[LAST_STEP_ANNOTATION] !== undefined;
+      return done || `partition ${s.spec?.updateStrategy?.rollingUpdate?.partition}, revisions ${st?.currentRevision}→${st?.updateRevision}`;
+    }, { timeoutMs: 60_000 });
+    // rollguard's delete of a pod of an opted-in set passes the fence
+    await sa.core.deleteNamespacedPod({ name: 'gated-0', namespace: workloads });
 
     const calls = await waitFor('rollguard requests in the audit log, a Lease renewal among them', () => {
       const events = fs
@@ -139,6 +276,7 @@ describe('RBAC of deploy/base', () => {
         .split('\n')
         .filter((l) => l.includes(SERVICE_ACCOUNT))
         .map((l) => JSON.parse(l) as AuditEvent)
+        .filter((e) => e.objectRef?.name !== FENCE_PROBE)
         .filter((e) => e.user.username === SERVICE_ACCOUNT && (e.stage === 'ResponseComplete' || e.stage === 'ResponseStarted') && e.objectRef?.resource);
       return events.some((e) => e.objectRef?.resource === 'leases' && e.verb === 'update') ? events : undefined;
     });
@@ -153,11 +291,64 @@ describe('RBAC of deploy/base', () => {
     const exercisedElsewhere = new Map<Grant, string>([
       ['/pods delete', 'health-gated rollback deletes a stuck pod (test/integration/rollout-*.test.ts)'],
       ['/events patch', 'a repeated Event is counted up instead of written again'],
+      ['/services get', 'a health URL naming a Service of the set\'s namespace (test/integration/rollout-health-target.test.ts)'],
       ['coordination.k8s.io/leases create', 'only the first replica ever creates the Lease; another test file may have'],
       ['/secrets create', 'only the first replica ever creates the TLS Secret; another test file may have'],
       ['/secrets update', 'a certificate renewal rewrites the TLS Secret (test/integration/tls-*.test.ts)'],
+      ['discovery.k8s.io/endpointslices list', 'replacing a compromised CA checks every replica (test/integration/tls-rotate-now.test.ts)'],
     ]);
     const unused = [...granted].filter((g) => !used.has(g) && !exercisedElsewhere.has(g)).sort();
-    expect(unused, 'granted but never used: drop them from deploy/base/rbac.yaml').toEqual([]);
+    expect(unused, 'granted but never used: drop them from deploy/ (base rbac.yaml, the chart\'s rbac.yaml)').toEqual([]);
+  });
+
+  it('is denied, by a policy of the fence and not by RBAC, every write its contract does not name', async () => {
+    printControlPlaneLogsOnFailure();
+    const set = { name: 'web', namespace: workloads };
+    const patchSet = (ops: object[]) => () => sa.apps.patchNamespacedStatefulSet({ ...set, body: ops });
+    await apps.createNamespacedStatefulSet({ namespace: workloads, body: statefulSet('plain', { replicas: 1 }) });
+    await core.createNamespacedPod({
+      namespace: workloads,
+      body: { metadata: { name: 'loose' }, spec: { containers: [{ name: 'app', image: 'registry.example/app:1' }] } },
+    });
+    await waitFor('pod plain-0', () => core.readNamespacedPod({ name: 'plain-0', namespace: workloads }).catch(() => undefined));
+    const hooks = (await kc.makeApiClient(AdmissionregistrationV1Api).readMutatingWebhookConfiguration({ name: webhookConfiguration })).webhooks!;
+
+    const attempts: [what: string, policy: string, says: string, write: () => Promise<unknown>][] = [
+      ['patch an image', fencePolicy('statefulsets'), 'this write changes spec.template.spec', patchSet([{ op: 'replace', path: '/spec/template/spec/containers/0/image', value: 'evil.example/x:1' }])],
+      ['add a container', fencePolicy('statefulsets'), 'this write changes spec.template.spec', patchSet([{ op: 'add', path: '/spec/template/spec/containers/-', value: { name: 'miner', image: 'evil.example/x:1' } }])],
+      ['change a template label', fencePolicy('statefulsets'), 'this write changes spec.template.metadata.labels', patchSet([{ op: 'add', path: '/spec/template/metadata/labels/extra', value: 'x' }])],
+      ['scale the set', fencePolicy('statefulsets'), 'this write changes spec.replicas', patchSet([{ op: 'replace', path: '/spec/replicas', value: 5 }])],
+      ["rewrite the user's health URL", fencePolicy('statefulsets'), 'this write changes rollguard.io/health-url', patchSet([{ op: 'add', path: '/metadata/annotations', value: { 'rollguard.io/health-url': 'http://169.254.169.254/' } }])],
+      ['add a foreign template annotation', fencePolicy('statefulsets'), 'this write changes example.com/x', patchSet([{ op: 'add', path: '/spec/template/metadata/annotations/example.com~1x', value: '1' }])],
+      ['delete a pod of a set that did not opt in', fencePolicy('pod-deletes'), 'plain-0 belongs to plain', () => sa.core.deleteNamespacedPod({ name: 'plain-0', namespace: workloads })],
+      ['delete a pod no StatefulSet owns', fencePolicy('writes'), 'loose has no such owner', () => sa.core.deleteNamespacedPod({ name: 'loose', namespace: workloads })],
+      ['write another Secret', fencePolicy('writes'), `not ${ROLLGUARD_NAMESPACE}/stolen`, () => sa.core.createNamespacedSecret({ namespace: ROLLGUARD_NAMESPACE, body: { metadata: { name: 'stolen' }, stringData: { k: 'v' } } })],
+      ['change the webhook rules', fencePolicy('webhook-ca'), 'this write changes webhooks statefulsets.rollguard.io', () =>
+        sa.admission.patchMutatingWebhookConfiguration({
+          name: webhookConfiguration,
+          body: [{ op: 'replace', path: '/webhooks/0/rules/0/resources', value: ['*'] }],
+        })],
+      ['point the webhook elsewhere', fencePolicy('webhook-ca'), 'this write changes webhooks statefulsets.rollguard.io', () =>
+        sa.admission.patchMutatingWebhookConfiguration({
+          name: webhookConfiguration,
+          body: [{ op: 'replace', path: '/webhooks/0/clientConfig', value: { ...hooks[0]!.clientConfig, url: 'https://evil.example/' } }],
+        })],
+    ];
+    const outcomes: Record<string, string> = {};
+    for (const [what, policy, says, write] of attempts) {
+      // the pod-deletes policy reads its StatefulSets from an informer of the API server: it may need a moment
+      await waitUntil(`${what} to be denied by ${policy}`, async () => {
+        const denied = await refusal(write);
+        outcomes[what] = denied ?? 'allowed';
+        return denied?.includes(`ValidatingAdmissionPolicy '${policy}'`) === true || `answer: ${outcomes[what]}`;
+      }, { timeoutMs: 10_000 });
+      // the denial says what was wrong with the write
+      expect(outcomes[what], what).toContain(says);
+    }
+    for (const [what, message] of Object.entries(outcomes)) expect(message, what).toMatch(/^403 /);
+    // the denials left everything as it was
+    const web = await apps.readNamespacedStatefulSet(set);
+    expect(web.spec!.template.spec!.containers.map((c) => c.image)).toEqual(['registry.example/app:1']);
+    expect(await core.readNamespacedPod({ name: 'loose', namespace: workloads })).toBeDefined();
   });
 });

@@ -204,6 +204,59 @@ describe('Reconciler', () => {
     await expect(broken.reconciler.reconcile('ns/web', signal)).rejects.toThrow('patching the pod template annotations of StatefulSet ns/web: forbidden');
   });
 
+  it('tells a restart whose write landed but whose answer was lost, once, when the cache shows the set with it', async () => {
+    // The connection broke after the API server stored the patch: the write is in doubt.
+    const opts: { cached: V1StatefulSet; versions: typeof versions; patchError?: unknown } = {
+      cached: set({ [CM]: 'u1/812', [SECRET]: 'u2/3' }),
+      versions,
+      patchError: new Error('patch failed', { cause: new TypeError('fetch failed') }),
+    };
+    const h = harness(opts);
+    await expect(h.reconciler.reconcile('ns/web', signal)).rejects.toThrow('patching the pod template annotations of StatefulSet ns/web: patch failed');
+    expect(h.events).toEqual([]);
+    // The cache has not seen it yet: the retry's test of the old resourceVersion is refused.
+    opts.patchError = Object.assign(new Error('test failed'), { code: 422 });
+    await expect(h.reconciler.reconcile('ns/web', signal)).rejects.toBeInstanceOf(ConflictError);
+    expect(h.events).toEqual([]);
+    // It had landed: told now, with nothing written again; and only once.
+    opts.cached = set({ [CM]: 'u1/845', [SECRET]: 'u2/3' }, { rv: '101' });
+    opts.patchError = undefined;
+    await h.reconciler.reconcile('ns/web', signal);
+    await h.reconciler.reconcile('ns/web', signal);
+    expect(h.patches).toEqual([]);
+    expect(h.events).toEqual(['StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app changed (resourceVersion 812 → 845)']);
+    expect((await h.metrics.restarts.get()).values).toEqual([expect.objectContaining({ labels: { kind: 'ConfigMap' }, value: 1 })]);
+  });
+
+  it('forgets a write in doubt that did not land: the write made instead tells its own restart, once', async () => {
+    const opts: { cached: V1StatefulSet; versions: typeof versions; patchError?: unknown } = {
+      cached: set({ [CM]: 'u1/812', [SECRET]: 'u2/3' }),
+      versions,
+      patchError: new Error('patch failed', { cause: Object.assign(new Error('gateway timeout'), { code: 504 }) }),
+    };
+    const h = harness(opts);
+    await expect(h.reconciler.reconcile('ns/web', signal)).rejects.toThrow('patch failed');
+    opts.patchError = undefined;
+    await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+    opts.cached = set({ [CM]: 'u1/845', [SECRET]: 'u2/3' }, { rv: '101' });
+    await h.reconciler.reconcile('ns/web', signal);
+    expect(h.patches).toHaveLength(1);
+    expect(h.events).toEqual(['StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app changed (resourceVersion 812 → 845)']);
+  });
+
+  it('tells nothing for a refused write (its outcome is known) when another writer put the same values', async () => {
+    const opts: { cached: V1StatefulSet; versions: typeof versions; patchError?: unknown } = {
+      cached: set({ [CM]: 'u1/812', [SECRET]: 'u2/3' }),
+      versions,
+      patchError: Object.assign(new Error('forbidden'), { code: 403 }),
+    };
+    const h = harness(opts);
+    await expect(h.reconciler.reconcile('ns/web', signal)).rejects.toThrow('forbidden');
+    opts.cached = set({ [CM]: 'u1/845', [SECRET]: 'u2/3' }, { rv: '101' });
+    await h.reconciler.reconcile('ns/web', signal);
+    expect(h.events).toEqual([]);
+  });
+
   it('patches at most once per restart floor: a change within it is deferred with one Event, then the newest wins', async () => {
     const lastRestart = '2026-12-01T09:59:30.000Z';
     const cached = set({ [CM]: 'u1/812', [SECRET]: 'u2/3' });

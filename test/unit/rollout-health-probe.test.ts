@@ -1,7 +1,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { probeHealth } from '../../src/rollout/health-probe.js';
+import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
+import { probeHealth, probeSetHealth } from '../../src/rollout/health-probe.js';
 
 describe('probeHealth', () => {
   let server: http.Server;
@@ -48,5 +49,51 @@ describe('probeHealth', () => {
     expect(refused).toEqual({ ok: false, detail: 'GET failed: connect ECONNREFUSED 127.0.0.1:9' });
     expect(await probeHealth('not a url')).toEqual({ ok: false, detail: '"not a url" is not a URL' });
     expect(await probeHealth('file:///etc/passwd')).toEqual({ ok: false, detail: 'file: is not http: or https:' });
+  });
+});
+
+describe('probeSetHealth', () => {
+  let server: http.Server;
+  let port: number;
+  const hosts: string[] = [];
+
+  beforeAll(async () => {
+    server = http.createServer((req, res) => {
+      hosts.push(req.headers.host ?? '');
+      res.writeHead(200).end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const set: V1StatefulSet = { metadata: { namespace: 'shop', name: 'web' } };
+  const pods: V1Pod[] = [{ metadata: { name: 'web-0' }, status: { podIP: '127.0.0.1' } }];
+  const noLookups = {
+    readService: () => Promise.reject(new Error('no Service lookup expected')),
+    resolveHost: () => Promise.reject(new Error('no DNS lookup expected')),
+  };
+
+  it('connects to the checked pod IP under the name the URL gives, with no DNS', async () => {
+    // "web-0" resolves nowhere: the answer can only come from the pinned address
+    const result = await probeSetHealth(set, `http://web-0:${port}/healthz`, pods, { lookups: noLookups, allowedHosts: [] });
+    expect(result).toEqual({ ok: true, detail: 'HTTP 200 OK from pod web-0 at 127.0.0.1' });
+    expect(hosts.at(-1)).toBe(`web-0:${port}`);
+  });
+
+  it('makes no request to a refused target, and says why', async () => {
+    const before = hosts.length;
+    expect(await probeSetHealth(set, 'http://169.254.169.254/latest/meta-data/', pods, { lookups: noLookups, allowedHosts: [] })).toEqual({
+      ok: false,
+      detail: 'refused: 169.254.169.254 is a link-local or cloud metadata address',
+    });
+    expect(await probeSetHealth(set, `http://127.0.0.1:${port}/`, [], { lookups: noLookups, allowedHosts: [] })).toEqual({
+      ok: false,
+      detail: 'refused: 127.0.0.1 is a loopback address',
+    });
+    expect(hosts.length).toBe(before);
   });
 });

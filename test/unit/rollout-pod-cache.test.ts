@@ -42,13 +42,14 @@ function wirePod(name: string, opts: { rv?: string; owner?: string | null; ready
 }
 
 describe('decodePod', () => {
-  it('keeps only what a rollout decision and a guarded delete read', () => {
+  it('keeps only what a rollout decision, a guarded delete and a health-URL target check read', () => {
     const { setName, pod } = decodePod(wirePod('web-0'));
     expect(setName).toBe('web');
     expect(pod).toEqual({
       metadata: { namespace: 'shop', name: 'web-0', uid: 'uid-web-0', resourceVersion: '1', labels: { 'controller-revision-hash': 'web-5d8f7c' } },
       status: {
         phase: 'Running',
+        podIP: '10.0.0.1',
         conditions: [{ type: 'Ready', status: 'True', reason: undefined, lastTransitionTime: new Date('2025-03-01T11:00:00Z') }],
         containerStatuses: [{ name: 'app', ready: true, image: '', imageID: '', restartCount: 0 }],
       },

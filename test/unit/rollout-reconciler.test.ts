@@ -68,6 +68,7 @@ function harness(initial: V1StatefulSet, pods: V1Pod[], opts: { health?: HealthR
   const probes: string[] = [];
   const enqueued: string[] = [];
   let deleteError: { code: number } | undefined;
+  let patchError: unknown;
   let now = NOW;
   const metrics = createMetrics(new Registry());
   const abort = new AbortController();
@@ -78,6 +79,7 @@ function harness(initial: V1StatefulSet, pods: V1Pod[], opts: { health?: HealthR
       pod: (_ns, name) => podList.find((pod) => pod.metadata?.name === name),
       patchStatefulSet: async (_ns, _name, ops) => {
         patches.push(ops);
+        if (patchError) throw patchError;
         try {
           server = jsonpatch.applyPatch(structuredClone(server), ops, true, false).newDocument;
         } catch (err) {
@@ -90,7 +92,7 @@ function harness(initial: V1StatefulSet, pods: V1Pod[], opts: { health?: HealthR
         if (deleteError) throw Object.assign(new Error('delete failed'), deleteError);
         deletes.push({ name, preconditions });
       },
-      probeHealth: async (url) => {
+      probeHealth: async (_set, url) => {
         probes.push(url);
         return opts.health ?? { ok: true, detail: 'HTTP 200 OK' };
       },
@@ -124,6 +126,7 @@ function harness(initial: V1StatefulSet, pods: V1Pod[], opts: { health?: HealthR
     setPods: (next: V1Pod[]) => (podList = next),
     setNow: (next: Date) => (now = next),
     failDeletes: (code: number) => (deleteError = { code }),
+    failPatches: (err: unknown) => (patchError = err),
   };
 }
 
@@ -166,6 +169,15 @@ describe('RolloutReconciler', () => {
     await expect(h.newReconciler().reconcile(KEY)).rejects.toBeInstanceOf(ConflictError);
     expect(partitionOf(h.server())).toBe(2);
     expect(h.events.filter((e) => e.reason === 'PartitionUpdate')).toHaveLength(1);
+  });
+
+  it('records a Warning that names the policy when an admission policy denies its write', async () => {
+    const h = harness(makeSet({ partition: 3 }), [makePod(0, OLD), makePod(1, OLD), makePod(2, OLD)]);
+    const message =
+      "statefulsets.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'rollguard-fence-statefulsets' with binding 'rollguard-fence-statefulsets' denied request: this write changes spec.template.spec";
+    h.failPatches(Object.assign(new Error('Forbidden'), { code: 403, body: JSON.stringify({ kind: 'Status', code: 403, message }) }));
+    await expect(h.reconciler.reconcile(KEY)).rejects.toThrow('patching the partition of StatefulSet');
+    expect(h.events).toEqual([{ type: 'Warning', reason: 'WriteDenied', message, action: 'UpdatePartition' }]);
   });
 
   it('after a restart, waits out the interval from the annotation before the next step', async () => {

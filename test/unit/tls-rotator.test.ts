@@ -13,6 +13,7 @@ import {
   type RotationDecision,
   type RotationInput,
 } from '../../src/tls/rotator.js';
+import { COMPROMISED_CA_ANNOTATION, ROTATE_ANNOTATION, annotationsAfter } from '../../src/tls/rotation-request.js';
 import type { CertificateBundle, SecretContents } from '../../src/tls/secret-store.js';
 
 const T0 = Date.parse('2030-01-01T00:00:00Z');
@@ -209,5 +210,58 @@ describe('decideRotation', () => {
       const decision = decide({ stored: moved, now: at(515), bundleHolds: holds(true) });
       expect(decision.action).toBe('none');
     });
+  });
+  describe('on request (rollguard.io/rotate on the Secret)', () => {
+    const asked = (bundle: CertificateBundle, annotations: Record<string, string>): SecretContents => ({ kind: 'valid', bundle, resourceVersion: '7', annotations });
+    const holds = () => true;
+
+    it.each([
+      ['ca', 'rotate-ca'],
+      ['ca-compromised', 'rotate-ca'],
+      ['serving', 'renew-serving'],
+    ])('%s now, whatever the lifetimes left: %s, and the request is carried out', (request, action) => {
+      // at 10 s nothing is due
+      expect(decide({ stored: valid({ ca: ca1, serving: serving1 }), now: at(10) }).action).toBe('none');
+      expect(decide({ stored: asked({ ca: ca1, serving: serving1 }, { [ROTATE_ANNOTATION]: request }), now: at(10) })).toEqual({
+        action,
+        reason: `asked for by rollguard.io/rotate: ${request}`,
+        requested: request,
+      });
+    });
+
+    it('ignores a value it does not know', () => {
+      expect(decide({ stored: asked({ ca: ca1, serving: serving1 }, { [ROTATE_ANNOTATION]: 'everything' }), now: at(10) }).action).toBe('none');
+    });
+
+    it('lets a planned CA rotation asked for during one wait for it to end', () => {
+      const rotating = asked({ ca: ca2, serving: servingLate, previousCaPem: ca1.certPem }, { [ROTATE_ANNOTATION]: 'ca' });
+      expect(decide({ stored: rotating, now: at(505), bundleHolds: holds }).action).toBe('none');
+    });
+
+    it('replacing a compromised CA: serves from the new one as soon as the bundle holds it, drops the old one once every replica serves it', () => {
+      const marker = { [COMPROMISED_CA_ANNOTATION]: 'true' };
+      // the new CA was issued at 500: no propagation wait
+      const rotating = asked({ ca: ca2, serving: servingLate, previousCaPem: ca1.certPem }, marker);
+      expect(decide({ stored: rotating, now: at(500), bundleHolds: () => false })).toEqual({ action: 'none', nextCheck: at(501) });
+      expect(decide({ stored: rotating, now: at(500), bundleHolds: holds })).toMatchObject({ action: 'renew-serving' });
+      const moved = asked({ ca: ca2, serving: servingOnCa2, previousCaPem: ca1.certPem }, marker);
+      expect(decide({ stored: moved, now: at(513), bundleHolds: holds, servedEverywhere: false })).toEqual({ action: 'none', nextCheck: at(514) });
+      expect(decide({ stored: moved, now: at(513), bundleHolds: holds, servedEverywhere: true })).toMatchObject({
+        action: 'drop-previous-ca',
+        reason: expect.stringContaining('every replica serves the certificate from the new CA'),
+      });
+    });
+  });
+});
+
+describe('annotationsAfter', () => {
+  it('removes the request it carried out and sets or clears the compromise marker, keeping the rest', () => {
+    const before = { [ROTATE_ANNOTATION]: 'ca-compromised', 'example.com/owner': 'ops' };
+    expect(annotationsAfter(before, { consumedRequest: true, compromise: 'start' })).toEqual({
+      'example.com/owner': 'ops',
+      [COMPROMISED_CA_ANNOTATION]: 'true',
+    });
+    expect(annotationsAfter({ [COMPROMISED_CA_ANNOTATION]: 'true' }, { consumedRequest: false, compromise: 'end' })).toEqual({});
+    expect(annotationsAfter(before, { consumedRequest: false, compromise: 'keep' })).toEqual(before);
   });
 });

@@ -46,3 +46,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "rollguard.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
+
+{{/* rbac.scope is cluster, or namespaces with a list of them. */}}
+{{- define "rollguard.checkScope" -}}
+{{- if not (has .Values.rbac.scope (list "cluster" "namespaces")) }}
+{{- fail (printf "rbac.scope must be cluster or namespaces, not %q" .Values.rbac.scope) }}
+{{- end }}
+{{- if and (eq .Values.rbac.scope "namespaces") (empty .Values.rbac.namespaces) }}
+{{- fail "rbac.scope=namespaces needs rbac.namespaces, the namespaces to watch" }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,28 @@
+/** Event reason when an admission policy (rollguard's fence, or another) denied rollguard's own write. */
+export const REASON_WRITE_DENIED = 'WriteDenied';
+
+const FORBIDDEN = 403;
+const UNPROCESSABLE = 422;
+// "ValidatingAdmissionPolicy 'rollguard-fence-statefulsets' with binding '...' denied request: ..."
+const POLICY_DENIAL = /ValidatingAdmissionPolicy '[^']+'( with binding '[^']+')? denied request/;
+
+/**
+ * The API server's message when a ValidatingAdmissionPolicy denied a write; undefined for any
+ * other failure. It names the policy, so the Event built from it tells an admin which fence
+ * to look at (e.g. another mutating webhook rewrote the object under rollguard's patch).
+ */
+export function policyDenial(err: unknown): string | undefined {
+  const { code, body } = (err ?? {}) as { code?: unknown; body?: unknown };
+  if (code !== FORBIDDEN && code !== UNPROCESSABLE) return undefined;
+  let message: unknown = body;
+  if (typeof body === 'string') {
+    try {
+      message = (JSON.parse(body) as { message?: unknown }).message;
+    } catch {
+      message = body;
+    }
+  } else if (typeof body === 'object' && body !== null) {
+    message = (body as { message?: unknown }).message;
+  }
+  return typeof message === 'string' && POLICY_DENIAL.test(message) ? message : undefined;
+}
