@@ -6,6 +6,7 @@ import {
   LAST_RESTART_ANNOTATION,
   RESTART_REASON_ANNOTATION,
 } from '../../src/restarter/annotations.js';
+import { DIGESTS_ANNOTATION } from '../../src/restarter/digests.js';
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
 
 const read = (file: string): string => fs.readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8');
@@ -25,7 +26,7 @@ function setAnnotations(file: string): string[] {
 // missing here would have the fence deny rollguard's own patch.
 describe('the fence (deploy/base/admission-policy.yaml)', () => {
   it('lets rollguard write every StatefulSet annotation it writes, and no other', () => {
-    expect(setAnnotations(BASE)).toEqual([LAST_STEP_ANNOTATION, LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION]);
+    expect(setAnnotations(BASE)).toEqual([LAST_STEP_ANNOTATION, LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION, DIGESTS_ANNOTATION]);
   });
 
   it('carries the same list in the Helm chart and in README', () => {
