@@ -272,7 +272,7 @@ describe('deploy manifests', () => {
     expect(allows(ownRules, 'coordination.k8s.io', 'leases', 'update')).toBe(config.leaderElection);
     // the digest key Secret in every configuration; update (a renewal) only with self-managed TLS
     expect(allows(ownRules, '', 'secrets', 'create'), 'the digest key Secret').toBe(true);
-    expect(allows(ownRules, '', 'secrets', 'update'), 'the TLS Secret only with self-managed TLS').toBe(config.tlsCertFile === '');
+    expect(allows(ownRules, '', 'secrets', 'update', config.tlsSecret), 'the TLS Secret only with self-managed TLS').toBe(config.tlsCertFile === '');
   });
 
   it('kustomize base: the webhook takes CREATE and UPDATE of opted-in StatefulSets, fails open, and skips rollguard-system', () => {
