@@ -102,6 +102,8 @@ describe('restarter across a restart of rollguard', () => {
     await waitUntil('idle', () => controller.status().queued === 0 && controller.status().inFlight === 0);
     expect(await patches()).toBe(SETS.length);
     expect(await generations()).toEqual([3, 3, 3]);
+    // left running, it would race the next test's controller for the same sets
+    await stopRollguard();
   });
 
   it('keeps the caches running while the workers stop and start again, as on a change of leader', async () => {
