@@ -1,6 +1,7 @@
 import type { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { expect } from 'vitest';
 import { eventsAdded, rollguardEvents, rolloutCounts, type RolloutCount, type RolloutEvent } from './rollouts.js';
+import { endsWithVersion } from './event-text.js';
 
 /** The rollouts of the named sets and rollguard's Events in a namespace, at one moment. */
 export interface RolloutSnapshot {
@@ -24,7 +25,7 @@ export function expectRollouts(set: string, before: RolloutSnapshot, after: Roll
   expect(added.reduce((n, e) => n + e.count, 0), `rollguard Events added for ${set}: ${text}`).toBe(changedTo.length);
   for (const version of changedTo) {
     const resourceVersion = version.split('/')[1];
-    const naming = added.filter((e) => e.reason === 'ConfigChanged' && e.message.includes(`→ ${resourceVersion})`)).reduce((n, e) => n + e.count, 0);
+    const naming = added.filter((e) => e.reason === 'ConfigChanged' && endsWithVersion(e.message, resourceVersion)).reduce((n, e) => n + e.count, 0);
     expect(naming, `ConfigChanged Events of ${set} naming ${version}: ${text}`).toBe(1);
   }
 }
