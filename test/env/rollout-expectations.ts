@@ -24,7 +24,7 @@ export function expectRollouts(set: string, before: RolloutSnapshot, after: Roll
   const text = JSON.stringify(added.map((e) => `${e.reason}: ${e.message} ×${e.count}`));
   expect(added.reduce((n, e) => n + e.count, 0), `rollguard Events added for ${set}: ${text}`).toBe(changedTo.length);
   for (const version of changedTo) {
-    const resourceVersion = version.split('/')[1];
+    const resourceVersion = version.slice(version.indexOf('/') + 1);
     const naming = added.filter((e) => e.reason === 'ConfigChanged' && endsWithVersion(e.message, resourceVersion)).reduce((n, e) => n + e.count, 0);
     expect(naming, `ConfigChanged Events of ${set} naming ${version}: ${text}`).toBe(1);
   }
