@@ -175,7 +175,8 @@ describe('SIGKILL of the leader during a burst of changes', () => {
       expect(rollouts(set), `rollouts of changed ${set}`).toEqual({ generations: 1, revisions: 1 });
       const events = added.filter((e) => e.set === set);
       expect(events.map((e) => [e.reason, e.count]), `Events about ${set}`).toEqual([['ConfigChanged', 1]]);
-      expect(events[0]!.message).toContain(`ConfigMap ${configOf(set)} changed`);
+      // "ConfigMap x changed (…)" for a version change, "ConfigMap x: data changed (keys …), …" for a data change
+      expect(events[0]!.message).toMatch(new RegExp(`^ConfigMap ${configOf(set)}(:| changed)`));
       expect(endsWithVersion(events[0]!.message, last.get(set)!), `${events[0]!.message} names → ${last.get(set)}`).toBe(true);
     }
     for (const set of UNCHANGED) {
