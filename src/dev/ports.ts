@@ -6,6 +6,8 @@ const DEFAULT_EPHEMERAL_LOW = 32768;
 /** The lowest port handed out: above the well-known and most registered service ports. */
 const LOWEST_PORT = 10000;
 const ATTEMPTS = 50;
+/** Ports this process has handed out: never twice. */
+const handedOut = new Set<number>();
 
 /** The first port of the range Linux takes outgoing connections' local ports from; its default elsewhere. */
 function ephemeralLow(): number {
@@ -33,7 +35,12 @@ export async function freePort(): Promise<number> {
   const below = ephemeralLow();
   for (let i = 0; i < ATTEMPTS; i++) {
     const port = candidatePort(Math.random(), below);
-    if (await portIsFree('127.0.0.1', port)) return port;
+    // two picks that were both free a moment ago (a process's two ports, replicas started together) must differ
+    if (handedOut.has(port)) continue;
+    if (await portIsFree('127.0.0.1', port)) {
+      handedOut.add(port);
+      return port;
+    }
   }
   throw new Error(`no free loopback port in ${ATTEMPTS} tries between ${LOWEST_PORT} and ${below}`);
 }
