@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { startControlPlane } from '../src/dev/control-plane.js';
+import { loadKubeConfig } from '../src/kube/kubeconfig.js';
 import { Manager } from '../src/manager.js';
 import { createMetrics } from '../src/metrics.js';
 import { ENABLED_LABEL, annotationKey } from '../src/restarter/annotations.js';
@@ -120,10 +121,18 @@ async function scenario(kc: KubeConfig, shape: Shape, logger: Logger): Promise<R
     };
 
     const runs: Run[] = [];
-    for (const dataCheck of [false, true]) {
+    const variants = [
+      { dataCheck: false, pooled: true },
+      { dataCheck: true, pooled: true },
+      // the last: client-node's own KubeConfig, a new connection pool (TCP + TLS) for every call
+      ...(shape === 'shared' ? [{ dataCheck: true, pooled: false }] : []),
+    ];
+    for (const { dataCheck, pooled } of variants) {
       const runMetrics = createMetrics(new Registry());
+      const unpooled = new KubeConfig();
+      unpooled.loadFromString(kc.exportConfig());
       const controller = createRestarterController({
-        kubeConfig: kc,
+        kubeConfig: pooled ? kc : unpooled,
         minRestartIntervalMs: 0,
         namespaces: [namespace],
         logger,
@@ -134,7 +143,7 @@ async function scenario(kc: KubeConfig, shape: Shape, logger: Logger): Promise<R
         ...(dataCheck ? { ownNamespace: namespace } : {}),
       });
       manager = new Manager(controller.runnables, logger);
-      const label = `[${shape}] ${dataCheck ? 'with the data check' : 'without the data check (reference)'}`;
+      const label = `[${shape}] ${dataCheck ? 'with the data check' : 'without the data check (reference)'}${pooled ? '' : ', a connection per call'}`;
       const started = performance.now();
       await manager.start();
       const deadline = Date.now() + 120_000;
@@ -204,19 +213,16 @@ async function scenario(kc: KubeConfig, shape: Shape, logger: Logger): Promise<R
 async function main(): Promise<void> {
   const reuse = process.env.BENCH_KUBECONFIG;
   const cp = reuse ? undefined : await startControlPlane({ controllerManager: false });
-  const kc = new KubeConfig();
-  kc.loadFromFile(reuse ?? cp!.kubeconfigPath);
+  const kc = loadKubeConfig(reuse ?? cp!.kubeconfigPath);
   const logger = pino({ level: 'warn' });
   try {
     const shapes = (process.env.BENCH_SHAPES ?? 'per-set,shared').split(',') as Shape[];
     for (const shape of shapes) {
-      const [reference, checked] = await scenario(kc, shape, logger);
-      if (reference && checked) {
-        console.log(
-          `[${shape}] data check / reference: p50 ×${(checked.p50 / reference.p50).toFixed(2)} (+${(checked.p50 - reference.p50).toFixed(1)} ms), ` +
-            `p99 ×${(checked.p99 / reference.p99).toFixed(2)} (+${(checked.p99 - reference.p99).toFixed(1)} ms)`,
-        );
-      }
+      const [reference, checked, unpooled] = await scenario(kc, shape, logger);
+      const ratio = (what: string, a: Run, b: Run): void =>
+        console.log(`[${shape}] ${what}: p50 ×${(a.p50 / b.p50).toFixed(2)} (${(a.p50 - b.p50).toFixed(1)} ms), p99 ×${(a.p99 / b.p99).toFixed(2)} (${(a.p99 - b.p99).toFixed(1)} ms)`);
+      if (reference && checked) ratio('data check / reference', checked, reference);
+      if (checked && unpooled) ratio('pooled connections / a connection per call', checked, unpooled);
     }
   } finally {
     await cp?.stop();
