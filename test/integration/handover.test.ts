@@ -4,6 +4,7 @@ import { FakeReplicatedApp } from '../../src/dev/fake-replicated-app.js';
 import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_STATE_ANNOTATION } from '../../src/handover/state.js';
 import {
   HANDOVER_BODY_ANNOTATION,
+  HANDOVER_CREDENTIALS_ANNOTATION,
   HANDOVER_FALLBACK_ANNOTATION,
   HANDOVER_HTTP_ANNOTATION,
   HANDOVER_INTERVAL_ANNOTATION,
@@ -43,9 +44,14 @@ describe('primary handover (rollguard as a process, fake replicated application)
   });
 
   /** A 3-replica gated set with a handover on its own port, its ConfigMap, and the app; at rest with `primary` labelled. */
-  async function dbSet(name: string, annotations: (port: number) => Record<string, string>, primary: number): Promise<{ app: FakeReplicatedApp; port: number }> {
+  async function dbSet(
+    name: string,
+    annotations: (port: number) => Record<string, string>,
+    primary: number,
+    appOptions: { authorization?: string } = {},
+  ): Promise<{ app: FakeReplicatedApp; port: number }> {
     const port = await freePort();
-    const app = await new FakeReplicatedApp(kc, fixture.ns, { setName: name, port }).start();
+    const app = await new FakeReplicatedApp(kc, fixture.ns, { setName: name, port, ...appOptions }).start();
     apps_.push(app);
     await core.createNamespacedConfigMap({ namespace: fixture.ns, body: { metadata: { name }, data: { v: '0' } } });
     const body = statefulSet(name, {
@@ -241,6 +247,21 @@ describe('primary handover (rollguard as a process, fake replicated application)
     const handover = (await events('ask')).filter((e) => HANDOVER_REASONS.includes(e.reason));
     expect(handover.map((e) => e.reason)).toEqual(['HandoverStarted', 'HandoverSucceeded']);
     expect(handover[1]!.message).toMatch(/^Handed the primary role over from ask-2 to ask-0 in [\d.]+s \(attempt 1\); request removed$/);
+  });
+
+  it('calls with basic auth from the Secret that handover-credentials names, and logs no secret', async () => {
+    printProcessLogsOnFailure([fixture.rollguard]);
+    const password = `pw-${Math.random().toString(36).slice(2)}`;
+    await core.createNamespacedSecret({ namespace: fixture.ns, body: { metadata: { name: 'patroni-api' }, stringData: { username: 'patroni', password } } });
+    const authorization = `Basic ${Buffer.from(`patroni:${password}`).toString('base64')}`;
+    const { app } = await dbSet('auth', () => ({ [HANDOVER_CREDENTIALS_ANNOTATION]: 'patroni-api' }), 1, { authorization });
+    await core.patchNamespacedPod({ name: 'auth-1', namespace: fixture.ns, body: [{ op: 'add', path: '/metadata/annotations', value: { [HANDOVER_REQUEST_ANNOTATION]: 'requested' } }] });
+    await waitUntil('the role to move off auth-1', () => (app.primary() !== undefined && app.primary() !== 'auth-1') || `${app.primary()}`, { timeoutMs: 30_000 });
+    expect(app.calls.map((c) => [c.authorization, c.answered])).toEqual([[authorization, 200]]);
+    expect((await reasons('auth', HANDOVER_REASONS)).slice(0, 1)).toEqual(['HandoverStarted']);
+    const log = JSON.stringify(fixture.rollguard.logLines());
+    expect(log).not.toContain(password);
+    expect(log).not.toContain(authorization.slice('Basic '.length));
   });
 
   it('rollguard killed mid-handover: the next leader resumes it, the endpoint sees one call', async () => {
