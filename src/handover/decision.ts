@@ -9,6 +9,7 @@ export const REASON_HANDOVER_SUCCEEDED = 'HandoverSucceeded';
 export const REASON_HANDOVER_FAILED = 'HandoverFailed';
 export const REASON_HANDOVER_FALLBACK = 'HandoverFallback';
 export const REASON_HANDOVER_SKIPPED = 'HandoverSkipped';
+export const REASON_PRIMARY_SCALED_DOWN = 'PrimaryScaledDown';
 
 /** While a call is answered and the labels have not moved, look again this often (pod events wake the set sooner). */
 export const VERIFY_POLL_MS = 1_000;
@@ -122,6 +123,17 @@ function labelsSeen(primaries: readonly V1Pod[], from: string): string {
   if (names.length === 1 && names[0] === from) return `${from} still matches the primary selector`;
   const notReady = primaries.filter((p) => !isReady(p)).map(nameOf);
   return `${names.join(', ')} ${names.length === 1 ? 'matches' : 'match'} the primary selector${notReady.length > 0 ? ` (not Ready: ${notReady.join(', ')})` : ''}`;
+}
+
+/**
+ * The primary's pod when its ordinal lies at or above `replicas`: a scale-down removes it,
+ * and the StatefulSet controller deletes such pods at once, with no eviction to intercept.
+ */
+export function scaledDownPrimary(pods: readonly V1Pod[], settings: HandoverSettings, setName: string, replicas: number, start: number): V1Pod | undefined {
+  return pods.find((p) => {
+    const ordinal = podOrdinal(nameOf(p), setName);
+    return ordinal !== undefined && ordinal - start >= replicas && matches(settings.selector, labelsOf(p));
+  });
 }
 
 /**

@@ -7,8 +7,8 @@ import { errorText, statusCode } from '../kube/api-status.js';
 import type { EventSpec } from '../kube/events.js';
 import type { Metrics } from '../metrics.js';
 import { callHttpAction, credentialsFrom, type HandoverCredentials } from './call.js';
-import { decideHandover, type CallAnswer, type HandoverCall, type HandoverStep } from './decision.js';
-import { handoverSettings, HANDOVER_CREDENTIALS_ANNOTATION } from './settings.js';
+import { decideHandover, REASON_PRIMARY_SCALED_DOWN, scaledDownPrimary, type CallAnswer, type HandoverCall, type HandoverStep } from './decision.js';
+import { handoverSettings, HANDOVER_CREDENTIALS_ANNOTATION, type HandoverSettings } from './settings.js';
 import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE, handoverStateOps, readHandoverState, type HandoverState } from './state.js';
 
 const NOT_FOUND = 404;
@@ -57,6 +57,13 @@ export function handoverSummary(set: V1StatefulSet): HandoverSummary | undefined
 export class HandoverRunner {
   private readonly answers = new Map<string, CallAnswer>();
   private readonly inFlight = new Map<string, Promise<void>>();
+  /**
+   * Requests this term removed: pod key → the pod's resourceVersion when it decided to. While
+   * the cache still shows that version, the request it shows is one already handled.
+   */
+  private readonly cleared = new Map<string, string>();
+  /** uids of primary pods a scale-down removes, already reported */
+  private readonly scaledDown = new Set<string>();
 
   constructor(private readonly deps: HandoverRunnerDeps) {}
 
@@ -87,12 +94,14 @@ export class HandoverRunner {
       const pod = replacing[0];
       return pod === undefined ? { open: true } : { open: false, blocked: { pod, cause: 'handover:settings', message: `Rollout blocked before pod ${pod}: the handover settings are invalid: ${parsed.reason}` } };
     }
+    await this.reportScaleDown(key, set, pods, parsed.settings, io.record);
+    const current = this.withoutHandledRequests(namespace, pods);
     const step: HandoverStep = decideHandover({
       namespace,
       setName,
       settings: parsed.settings,
       state: readHandoverState(set),
-      pods,
+      pods: current,
       replacing,
       updateRevision: set.status?.updateRevision,
       now: io.now,
@@ -108,7 +117,7 @@ export class HandoverRunner {
         log.debug({ statefulSet: key, reason: step.reason }, 'handover: waiting');
         return { open: false, requeueAfterMs: step.retryAfterMs };
       case 'clear-request':
-        await this.clearRequest(namespace, step.pod);
+        await this.clearRequest(namespace, step.pod, current);
         log.info({ statefulSet: key, pod: step.pod }, step.event.message);
         await io.record({ ...step.event, action: 'Handover' });
         return { open: false, requeueAfterMs: 0 };
@@ -119,12 +128,38 @@ export class HandoverRunner {
         if (step.event) await io.record({ ...step.event, action: 'Handover' });
         if (step.result) this.deps.metrics.handovers.inc({ result: step.result });
         if (step.durationMs !== undefined) this.deps.metrics.handoverDuration.observe(step.durationMs / 1000);
-        if (step.clearRequest) await this.clearRequest(namespace, step.clearRequest);
+        if (step.clearRequest) await this.clearRequest(namespace, step.clearRequest, current);
         if (step.call && step.state) this.startCall(key, set, pods, step.call, parsed.settings.timeoutMs, step.state);
         // the write's watch event queues the set again
         return { open: false };
       }
     }
+  }
+
+  /**
+   * Told of every change of a set: a scale-down is seen here, in the same instant the
+   * StatefulSet controller sees it, while the pod it removes is still in the cache.
+   */
+  noteSetChange(previous: V1StatefulSet | undefined, current: V1StatefulSet, pods: readonly V1Pod[], record: (spec: EventSpec) => Promise<void>): void {
+    if (!previous || (current.spec?.replicas ?? 1) >= (previous.spec?.replicas ?? 1)) return;
+    const parsed = handoverSettings(current);
+    if (!parsed?.ok) return;
+    const key = `${current.metadata?.namespace ?? ''}/${current.metadata?.name ?? ''}`;
+    this.reportScaleDown(key, current, pods, parsed.settings, record).catch((err: unknown) => {
+      this.deps.logger.warn({ statefulSet: key, err: errorText(err) }, 'recording a scale-down of the primary failed');
+    });
+  }
+
+  /** A Warning, once per pod, when a scale-down removes the primary: too late to hand over, never silent. */
+  private async reportScaleDown(key: string, set: V1StatefulSet, pods: readonly V1Pod[], settings: HandoverSettings, record: (spec: EventSpec) => Promise<void>): Promise<void> {
+    const replicas = set.spec?.replicas ?? 1;
+    const pod = scaledDownPrimary(pods, settings, set.metadata?.name ?? '', replicas, set.spec?.ordinals?.start ?? 0);
+    const uid = pod?.metadata?.uid;
+    if (!pod || !uid || this.scaledDown.has(uid)) return;
+    this.scaledDown.add(uid);
+    const message = `Scaled down to ${replicas} replicas: pod ${pod.metadata?.name ?? ''}, the primary, is removed by the StatefulSet controller without a handover (a scale-down deletes pods directly); scale down only after moving the role, e.g. kubectl annotate pod ${pod.metadata?.name ?? ''} rollguard.io/handover=requested`;
+    this.deps.logger.warn({ statefulSet: key, pod: pod.metadata?.name }, message);
+    await record({ type: 'Warning', reason: REASON_PRIMARY_SCALED_DOWN, message, action: 'Handover' });
   }
 
   private startCall(key: string, set: V1StatefulSet, pods: readonly V1Pod[], call: HandoverCall, timeoutMs: number, state: HandoverState): void {
@@ -173,8 +208,26 @@ export class HandoverRunner {
     }
   }
 
+  /** The pods with the requests this term already removed taken off, where the cache has not caught up. */
+  private withoutHandledRequests(namespace: string, pods: readonly V1Pod[]): readonly V1Pod[] {
+    return pods.map((pod) => {
+      const podKey = `${namespace}/${pod.metadata?.name ?? ''}`;
+      const at = this.cleared.get(podKey);
+      if (at === undefined) return pod;
+      if (at !== pod.metadata?.resourceVersion) {
+        this.cleared.delete(podKey);
+        return pod;
+      }
+      const annotations = { ...pod.metadata?.annotations };
+      delete annotations[HANDOVER_REQUEST_ANNOTATION];
+      return { ...pod, metadata: { ...pod.metadata, annotations } };
+    });
+  }
+
   /** Removes the request, only while it still says "requested"; a pod gone or changed has nothing left to remove. */
-  private async clearRequest(namespace: string, pod: string): Promise<void> {
+  private async clearRequest(namespace: string, pod: string, seen: readonly V1Pod[]): Promise<void> {
+    const resourceVersion = seen.find((p) => p.metadata?.name === pod)?.metadata?.resourceVersion;
+    if (resourceVersion !== undefined) this.cleared.set(`${namespace}/${pod}`, resourceVersion);
     const path = `/metadata/annotations/${jsonpatch.escapePathComponent(HANDOVER_REQUEST_ANNOTATION)}`;
     try {
       await this.deps.patchPod(namespace, pod, [

@@ -148,6 +148,10 @@ export class RolloutReconciler {
    */
   noteSetChange(previous: V1StatefulSet | undefined, current: V1StatefulSet): void {
     const key = keyOf(current);
+    if (this.deps.handover && wantsHandover(current)) {
+      const pods = this.deps.podsOf(current.metadata?.namespace ?? '', current.metadata?.name ?? '');
+      this.deps.handover.noteSetChange(previous, current, pods, (spec) => this.record(current, spec));
+    }
     if (previous === undefined && !atRest(current)) return;
     if (heldPartition(previous, current) !== undefined) {
       this.pendingHold.set(key, holdReason(previous, current));

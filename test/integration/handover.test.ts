@@ -264,6 +264,19 @@ describe('primary handover (rollguard as a process, fake replicated application)
     expect(log).not.toContain(authorization.slice('Basic '.length));
   });
 
+  it('a scale-down that removes the primary is recorded as a Warning on the set', async () => {
+    printProcessLogsOnFailure([fixture.rollguard]);
+    const { app } = await dbSet('shrink', () => ({}), 2);
+    await apps.patchNamespacedStatefulSet({ name: 'shrink', namespace: fixture.ns, body: [{ op: 'replace', path: '/spec/replicas', value: 2 }] });
+    let warning = '';
+    await waitUntil('a PrimaryScaledDown Warning', async () => {
+      warning = (await events('shrink')).find((e) => e.reason === 'PrimaryScaledDown')?.message ?? '';
+      return warning !== '' || 'none yet';
+    }, { timeoutMs: 30_000 });
+    expect(warning).toContain('Scaled down to 2 replicas: pod shrink-2, the primary, is removed by the StatefulSet controller without a handover');
+    expect(app.calls).toEqual([]);
+  });
+
   it('rollguard killed mid-handover: the next leader resumes it, the endpoint sees one call', async () => {
     printProcessLogsOnFailure([fixture.rollguard, ...extra]);
     const standby = await startRollguardProcess({

@@ -449,7 +449,7 @@ describe('deploy manifests', () => {
       const config = rollguardConfig(deploy);
       const account = `system:serviceaccount:${deploy.metadata!.namespace}:${deploy.spec!.template.spec!.serviceAccountName}`;
       const policies = objects.filter((o) => o.kind === 'ValidatingAdmissionPolicy') as V1ValidatingAdmissionPolicy[];
-      expect(policies.length).toBe(4);
+      expect(policies.length).toBe(5);
       for (const policy of policies) {
         expect(policy.spec!.matchConditions, policy.metadata!.name).toEqual([
           { name: 'rollguard-service-account', expression: `request.userInfo.username == '${account}'` },
