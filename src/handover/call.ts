@@ -51,6 +51,8 @@ export async function callHttpAction(
   opts: {
     namespace: string;
     setName: string;
+    /** spec.serviceName of the set */
+    serviceName?: string;
     settings: HandoverSettings;
     pods: readonly V1Pod[];
     lookups: TargetLookups;
@@ -64,7 +66,9 @@ export async function callHttpAction(
   const pods = opts.pods.map(targetPod);
   // a name no pod has would be looked up as a Service: the target must be a pod of the set
   if (!pods.some((p) => p.name === call.target)) return { failed: true, detail: `refused: ${call.target} is not a pod of the set` };
-  const url = `${action.scheme}://${call.target}:${action.port}${action.path}`;
+  // the pod's DNS name under the set's headless Service, so an https certificate can name it; the address is still its status IP
+  const host = opts.serviceName ? `${call.target}.${opts.serviceName}.${opts.namespace}.svc` : call.target;
+  const url = `${action.scheme}://${host}:${action.port}${action.path}`;
   const target = await resolveTarget(url, { namespace: opts.namespace, allowedHosts: [] }, pods, opts.lookups);
   if (!target.ok) return { failed: true, detail: `refused: ${target.reason}` };
   const body =

@@ -182,7 +182,7 @@ export class HandoverRunner {
         if (typeof read === 'string') return { failed: true, detail: `not called: Secret ${secret}: ${read}` };
         credentials = read;
       }
-      return callHttpAction(call, { namespace, setName, settings: settings.settings, pods, lookups: this.deps.lookups, credentials, timeoutMs, signal: this.deps.signal });
+      return callHttpAction(call, { namespace, setName, serviceName: set.spec?.serviceName, settings: settings.settings, pods, lookups: this.deps.lookups, credentials, timeoutMs, signal: this.deps.signal });
     };
     const done = run()
       .catch((err: unknown) => ({ failed: true, detail: `failed: ${errorText(err)}` }))

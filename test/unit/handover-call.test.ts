@@ -71,6 +71,12 @@ describe('callHttpAction', () => {
     expect((await callHttpAction(call('db-0'), opts())).failed).toBe(true);
   });
 
+  it("addresses the pod by its name under the set's headless Service (for a TLS server name), connecting to its status IP", async () => {
+    status = 200;
+    const result = await callHttpAction(call('db-0'), { ...opts(), serviceName: 'db' });
+    expect(result.detail).toContain('from pod db-0 at 127.0.0.1');
+  });
+
   it('refuses a target that is not a pod of the set, without any lookup', async () => {
     expect(await callHttpAction(call('db-7'), opts())).toEqual({ failed: true, detail: 'refused: db-7 is not a pod of the set' });
   });
