@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
-import { KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
 import { pino, type Logger } from 'pino';
 import type { Config } from './config.js';
 import { LeaderElector } from './kube/leader-election.js';
@@ -12,6 +12,8 @@ import { holdPartitionMutator } from './admission/partition-hold-mutator.js';
 import { EventRecorder } from './kube/events.js';
 import { createRestarterController } from './restarter/controller.js';
 import { createRolloutController } from './rollout/controller.js';
+import { createEvictionHandler, markOps } from './handover/eviction-handler.js';
+import { statusCode } from './kube/api-status.js';
 import { AdminServer } from './server/admin-server.js';
 import { readiness, type Readiness } from './server/readiness.js';
 import { rollguardStatus, type RollguardStatus } from './server/status.js';
@@ -118,6 +120,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       metrics,
       logger: logger.child({ component: 'admission' }),
     }),
+    evictionHandler: evictionGuard(kubeConfig, restarter.statefulSets.store, config.evictionDeferMax, logger),
     readiness: currentReadiness,
     logger: logger.child({ server: 'webhook' }),
     metrics,
@@ -207,6 +210,32 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       return manager.stop();
     },
   };
+}
+
+/** The eviction guard of the primary handover: one GET of the evicted pod, the set from the shared cache. */
+function evictionGuard(
+  kubeConfig: KubeConfig,
+  sets: { get(namespace: string, name: string): V1StatefulSet | undefined },
+  maxDeferMs: number,
+  logger: Logger,
+): ReturnType<typeof createEvictionHandler> {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  return createEvictionHandler({
+    readPod: async (namespace, name) => {
+      try {
+        return await core.readNamespacedPod({ name, namespace });
+      } catch (err) {
+        if (statusCode(err) === 404) return undefined;
+        throw err;
+      }
+    },
+    statefulSet: (namespace, name) => sets.get(namespace, name),
+    markPod: async (namespace, name, annotations) => {
+      await core.patchNamespacedPod({ name, namespace, body: markOps(annotations) });
+    },
+    maxDeferMs,
+    logger: logger.child({ component: 'eviction-guard' }),
+  });
 }
 
 function loadKubeConfig(path: string): KubeConfig {

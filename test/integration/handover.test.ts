@@ -1,4 +1,4 @@
-import { Watch, type CoreV1Event, type V1StatefulSet } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, Watch, type CoreV1Event, type V1StatefulSet } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeReplicatedApp } from '../../src/dev/fake-replicated-app.js';
 import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_STATE_ANNOTATION } from '../../src/handover/state.js';
@@ -275,6 +275,62 @@ describe('primary handover (rollguard as a process, fake replicated application)
     }, { timeoutMs: 30_000 });
     expect(warning).toContain('Scaled down to 2 replicas: pod shrink-2, the primary, is removed by the StatefulSet controller without a handover');
     expect(app.calls).toEqual([]);
+  });
+
+  it('eviction guard: the primary is deferred with 429 until the role moved; a replica at once; rollguard unreachable: allowed', async () => {
+    printProcessLogsOnFailure([fixture.rollguard]);
+    const { app } = await dbSet('evict', () => ({}), 0);
+    const admission = kc.makeApiClient(AdmissionregistrationV1Api);
+    const caBundle = (await admission.readMutatingWebhookConfiguration({ name: fixture.ns })).webhooks?.[0]?.clientConfig.caBundle;
+    expect(caBundle).toBeTruthy();
+    const name = `${fixture.ns}-eviction`;
+    const hook = (port: number) => ({
+      name: 'evictions.rollguard.io',
+      clientConfig: { url: `https://127.0.0.1:${port}/validate-eviction`, caBundle },
+      rules: [{ operations: ['CREATE'], apiGroups: [''], apiVersions: ['v1'], resources: ['pods/eviction'] }],
+      namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': fixture.ns } },
+      failurePolicy: 'Ignore',
+      sideEffects: 'NoneOnDryRun',
+      admissionReviewVersions: ['v1'],
+      timeoutSeconds: 5,
+    });
+    await admission.createValidatingWebhookConfiguration({ body: { metadata: { name }, webhooks: [hook(fixture.rollguard.webhookPort)] } });
+    try {
+      const evict = async (pod: string): Promise<{ code: number; message: string }> => {
+        try {
+          await core.createNamespacedPodEviction({ name: pod, namespace: fixture.ns, body: { metadata: { name: pod, namespace: fixture.ns } } });
+          return { code: 201, message: '' };
+        } catch (err) {
+          const e = err as { code?: number; body?: unknown };
+          return { code: e.code ?? 0, message: typeof e.body === 'string' ? e.body : JSON.stringify(e.body) };
+        }
+      };
+      expect((await evict('evict-2')).code).toBe(201);
+      const first = await evict('evict-0');
+      expect(first.code).toBe(429);
+      expect(first.message).toContain('rollguard: pod evict-0 is the primary of StatefulSet evict; eviction triggered a handover of the role, retry');
+      // as kubectl drain does: retry the 429s until allowed
+      let retries = 0;
+      await waitUntil('the eviction of evict-0 allowed once the role has moved', async () => {
+        const answer = await evict('evict-0');
+        retries++;
+        return answer.code === 201 || `${answer.code}`;
+      }, { timeoutMs: 60_000, intervalMs: 1_000 });
+      expect(retries).toBeGreaterThan(0);
+      expect(app.calls).toHaveLength(1);
+      expect(app.primaryDeletions).toEqual([]);
+      expect((await reasons('evict', HANDOVER_REASONS)).slice(0, 2)).toEqual(['HandoverStarted', 'HandoverSucceeded']);
+      // rollguard unreachable: failurePolicy Ignore lets the eviction through
+      await atRest('evict');
+      await admission.replaceValidatingWebhookConfiguration({
+        name,
+        body: { ...(await admission.readValidatingWebhookConfiguration({ name })), webhooks: [hook(await freePort())] },
+      });
+      const primary = app.primary()!;
+      await waitUntil(`the eviction of ${primary} allowed with the webhook unreachable`, async () => (await evict(primary)).code === 201 || 'denied', { timeoutMs: 30_000 });
+    } finally {
+      await admission.deleteValidatingWebhookConfiguration({ name }).catch(() => undefined);
+    }
   });
 
   it('rollguard killed mid-handover: the next leader resumes it, the endpoint sees one call', async () => {
