@@ -297,6 +297,7 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
     // granted for paths this scenario does not walk; each with the reason it exists
     const exercisedElsewhere = new Map<Grant, string>([
       ['/pods delete', 'health-gated rollback deletes a stuck pod (test/integration/rollout-*.test.ts)'],
+      ['/pods get', 'the eviction guard reads the pod being evicted (test/integration/handover.test.ts)'],
       ['/events patch', 'a repeated Event is counted up instead of written again'],
       ['/services get', 'a health URL naming a Service of the set\'s namespace (test/integration/rollout-health-target.test.ts)'],
       ['coordination.k8s.io/leases create', 'only the first replica ever creates the Lease; another test file may have'],

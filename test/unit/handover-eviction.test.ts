@@ -1,6 +1,8 @@
 import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
+import { pino } from 'pino';
 import { decideEviction, type EvictionFacts } from '../../src/handover/eviction.js';
+import { createEvictionHandler } from '../../src/handover/eviction-handler.js';
 
 const NOW = new Date('2026-03-01T12:00:00Z');
 const set = (annotations: Record<string, string> = {}, readyReplicas = 3): V1StatefulSet => ({
@@ -41,5 +43,57 @@ describe('decideEviction', () => {
     expect(decideEviction(facts({ set: set({}, 1) }))).toMatchObject({ allow: true, warning: expect.stringContaining('no other pod is Ready') });
     expect(decideEviction(facts({ firstDeferredAt: new Date(NOW.getTime() - 600_000) }))).toMatchObject({ allow: true, warning: expect.stringContaining('after 10 m') });
     expect(decideEviction(facts({ firstDeferredAt: new Date(NOW.getTime() - 599_000) }))).toMatchObject({ allow: false });
+  });
+});
+
+describe('createEvictionHandler', () => {
+  const review = (over: Record<string, unknown> = {}) => ({
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: 'r1',
+      kind: { group: 'policy', version: 'v1', kind: 'Eviction' },
+      resource: { group: '', version: 'v1', resource: 'pods' },
+      subResource: 'eviction',
+      name: 'db-0',
+      namespace: 'shop',
+      operation: 'CREATE',
+      ...over,
+    },
+  });
+  const primaryPod: V1Pod = { metadata: { name: 'db-0', uid: 'u0', labels: { role: 'primary' }, ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db', uid: 's', controller: true }] } };
+
+  function handler(readPod: () => Promise<V1Pod | undefined>) {
+    const marks: string[] = [];
+    const h = createEvictionHandler({
+      readPod,
+      statefulSet: () => set(),
+      markPod: async (_ns, name, how) => {
+        marks.push(`${name} ${how}`);
+      },
+      maxDeferMs: 600_000,
+      logger: pino({ level: 'silent' }),
+    });
+    return { h, marks };
+  }
+
+  it('answers 429 with the message and marks the pod once', async () => {
+    const { h, marks } = handler(async () => primaryPod);
+    const res = await h(review());
+    expect(res.body).toMatchObject({ response: { uid: 'r1', allowed: false, status: { code: 429, reason: 'TooManyRequests', message: expect.stringContaining('eviction triggered a handover') } } });
+    expect(marks).toEqual(['db-0 add-map']);
+    await h(review({ dryRun: true }));
+    expect(marks).toHaveLength(1);
+  });
+
+  it('allows what is not an eviction, a pod that is gone, and, with a warning, a pod it cannot read', async () => {
+    expect((await handler(async () => primaryPod).h(review({ subResource: 'status' }))).body).toMatchObject({ response: { allowed: true } });
+    expect((await handler(async () => undefined).h(review())).body).toMatchObject({ response: { allowed: true } });
+    const failing = await handler(() => Promise.reject(new Error('connection refused'))).h(review());
+    expect(failing.body).toMatchObject({ response: { allowed: true, warnings: [expect.stringContaining('connection refused')] } });
+  });
+
+  it('refuses a body that is not a review with 400', async () => {
+    expect((await handler(async () => primaryPod).h({ kind: 'nope' })).status).toBe(400);
   });
 });
