@@ -120,7 +120,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       metrics,
       logger: logger.child({ component: 'admission' }),
     }),
-    evictionHandler: evictionGuard(kubeConfig, restarter.statefulSets.store, config.evictionDeferMax, logger),
+    evictionHandler: evictionGuard(kubeConfig, restarter.statefulSets.store, config.evictionDeferMax, logger, new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger })),
     readiness: currentReadiness,
     logger: logger.child({ server: 'webhook' }),
     metrics,
@@ -218,6 +218,7 @@ function evictionGuard(
   sets: { get(namespace: string, name: string): V1StatefulSet | undefined },
   maxDeferMs: number,
   logger: Logger,
+  events: EventRecorder,
 ): ReturnType<typeof createEvictionHandler> {
   const core = kubeConfig.makeApiClient(CoreV1Api);
   return createEvictionHandler({
@@ -233,6 +234,11 @@ function evictionGuard(
     markPod: async (namespace, name, annotations) => {
       await core.patchNamespacedPod({ name, namespace, body: markOps(annotations) });
     },
+    recordOnSet: (set, spec) =>
+      events.record(
+        { apiVersion: 'apps/v1', kind: 'StatefulSet', namespace: set.metadata?.namespace ?? '', name: set.metadata?.name ?? '', uid: set.metadata?.uid ?? '' },
+        spec,
+      ),
     maxDeferMs,
     logger: logger.child({ component: 'eviction-guard' }),
   });

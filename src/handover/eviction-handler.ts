@@ -3,10 +3,12 @@ import jsonpatch from 'fast-json-patch';
 import type { Logger } from 'pino';
 import { parseAdmissionReview, ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND } from '../admission/review.js';
 import { errorText, statusCode } from '../kube/api-status.js';
+import type { EventSpec } from '../kube/events.js';
 import type { HandlerResult } from '../server/webhook-server.js';
 import { decideEviction } from './eviction.js';
 import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE } from './state.js';
 
+export const REASON_EVICTION_DEFERRED = 'EvictionDeferred';
 const TOO_MANY_REQUESTS = 429;
 const NOT_FOUND = 404;
 const UNPROCESSABLE = 422;
@@ -20,6 +22,8 @@ export interface EvictionHandlerOptions {
   statefulSet(namespace: string, name: string): V1StatefulSet | undefined;
   /** Marks the pod for a handover (JSON Patch of its annotations). */
   markPod(namespace: string, name: string, annotations: 'add-map' | 'add-key'): Promise<void>;
+  /** Records an Event on the set (EvictionDeferred); failures are the recorder's to log. */
+  recordOnSet?(set: V1StatefulSet, spec: EventSpec): Promise<void>;
   maxDeferMs: number;
   logger: Logger;
   now?: () => Date;
@@ -72,6 +76,10 @@ export function createEvictionHandler(opts: EvictionHandlerOptions): (body: unkn
       if (!firstDeferred.has(uid)) {
         if (firstDeferred.size >= DEFERRALS_REMEMBERED) firstDeferred.delete(firstDeferred.keys().next().value ?? '');
         firstDeferred.set(uid, now());
+        // once per pod and replica, not per retry of the drain; never on a dry run
+        if (set && opts.recordOnSet && request.dryRun !== true) {
+          void opts.recordOnSet(set, { type: 'Normal', reason: REASON_EVICTION_DEFERRED, message: `Eviction of pod ${name} deferred (HTTP 429): it is the primary; handing the role over first`, action: 'DeferEviction' });
+        }
       }
       if (verdict.mark) {
         try {

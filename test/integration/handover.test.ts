@@ -319,7 +319,7 @@ describe('primary handover (rollguard as a process, fake replicated application)
       expect(retries).toBeGreaterThan(0);
       expect(app.calls).toHaveLength(1);
       expect(app.primaryDeletions).toEqual([]);
-      expect((await reasons('evict', HANDOVER_REASONS)).slice(0, 2)).toEqual(['HandoverStarted', 'HandoverSucceeded']);
+      expect((await reasons('evict', [...HANDOVER_REASONS, 'EvictionDeferred'])).slice(0, 3)).toEqual(['EvictionDeferred', 'HandoverStarted', 'HandoverSucceeded']);
       // rollguard unreachable: failurePolicy Ignore lets the eviction through
       await atRest('evict');
       await admission.replaceValidatingWebhookConfiguration({

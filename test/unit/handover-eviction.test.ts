@@ -65,8 +65,12 @@ describe('createEvictionHandler', () => {
 
   function handler(readPod: () => Promise<V1Pod | undefined>) {
     const marks: string[] = [];
+    const events: string[] = [];
     const h = createEvictionHandler({
       readPod,
+      recordOnSet: async (_set, spec) => {
+        events.push(`${spec.reason}: ${spec.message}`);
+      },
       statefulSet: () => set(),
       markPod: async (_ns, name, how) => {
         marks.push(`${name} ${how}`);
@@ -74,12 +78,14 @@ describe('createEvictionHandler', () => {
       maxDeferMs: 600_000,
       logger: pino({ level: 'silent' }),
     });
-    return { h, marks };
+    return { h, marks, events };
   }
 
   it('answers 429 with the message and marks the pod once', async () => {
-    const { h, marks } = handler(async () => primaryPod);
+    const { h, marks, events } = handler(async () => primaryPod);
     const res = await h(review());
+    await h(review({ dryRun: true }));
+    expect(events).toEqual(['EvictionDeferred: Eviction of pod db-0 deferred (HTTP 429): it is the primary; handing the role over first']);
     expect(res.body).toMatchObject({ response: { uid: 'r1', allowed: false, status: { code: 429, reason: 'TooManyRequests', message: expect.stringContaining('eviction triggered a handover') } } });
     expect(marks).toEqual(['db-0 add-map']);
     await h(review({ dryRun: true }));
