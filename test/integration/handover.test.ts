@@ -1,4 +1,7 @@
 import { AdmissionregistrationV1Api, Watch, type CoreV1Event, type V1StatefulSet } from '@kubernetes/client-node';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeReplicatedApp } from '../../src/dev/fake-replicated-app.js';
 import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_STATE_ANNOTATION } from '../../src/handover/state.js';
@@ -19,6 +22,7 @@ import { startRollguardFixture, type RollguardFixture } from '../env/rollguard-f
 import { printProcessLogsOnFailure, startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
 import { waitUntil } from '../env/wait.js';
 
+const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'dist', 'src', 'cli.js');
 const LEASE_ARGS = ['--lease-duration=4s', '--renew-deadline=3s', '--retry-period=500ms'];
 const ARGS = ['--rollout-min-step-interval=0s', '--rollout-min-ready=0s', '--debounce=0s', '--shutdown-delay=0s', ...LEASE_ARGS];
 const HANDOVER_REASONS = ['HandoverStarted', 'HandoverSucceeded', 'HandoverFailed', 'HandoverFallback', 'HandoverSkipped'];
@@ -247,6 +251,22 @@ describe('primary handover (rollguard as a process, fake replicated application)
     const handover = (await events('ask')).filter((e) => HANDOVER_REASONS.includes(e.reason));
     expect(handover.map((e) => e.reason)).toEqual(['HandoverStarted', 'HandoverSucceeded']);
     expect(handover[1]!.message).toMatch(/^Handed the primary role over from ask-2 to ask-0 in [\d.]+s \(attempt 1\); request removed$/);
+  });
+
+  it('`rollguard handover <namespace>/<set>` asks for the same handover; a set without a selector is refused, naming why', async () => {
+    printProcessLogsOnFailure([fixture.rollguard]);
+    const { app } = await dbSet('cli', () => ({}), 1);
+    const cli = (target: string) =>
+      spawnSync(process.execPath, [CLI, 'handover', target, `--kubeconfig=${kubeconfigPath}`], { encoding: 'utf8', timeout: 30_000 });
+    const done = cli(`${fixture.ns}/cli`);
+    expect(done.stdout, done.stderr).toContain(`requested a handover away from pod ${fixture.ns}/cli-1, the primary of StatefulSet cli`);
+    expect(done.status).toBe(0);
+    await waitUntil('the role to move off cli-1', () => (app.primary() !== undefined && app.primary() !== 'cli-1') || `${app.primary()}`, { timeoutMs: 30_000 });
+    expect(app.calls).toHaveLength(1);
+    const refused = cli(`${fixture.ns}/nothing-here`);
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toContain(`rollguard handover: ${fixture.ns}/nothing-here:`);
+    expect(cli('no-slash').status).toBe(2);
   });
 
   it('calls with basic auth from the Secret that handover-credentials names, and logs no secret', async () => {
