@@ -71,6 +71,13 @@ describe('decodePod', () => {
     expect(health(wirePod('web-0', { deleting: true }))).toEqual({ ready: false, reason: 'Terminating' });
   });
 
+  it('keeps the handover request annotation and no other', () => {
+    const raw = wirePod('web-0') as { metadata: { annotations: Record<string, string> } };
+    raw.metadata.annotations['rollguard.io/handover'] = 'requested';
+    expect(decodePod(raw).pod.metadata?.annotations).toEqual({ 'rollguard.io/handover': 'requested' });
+    expect(decodePod(wirePod('web-0')).pod.metadata?.annotations).toBeUndefined();
+  });
+
   it('names the pod when a required field is missing', () => {
     expect(() => decodePod({ metadata: { namespace: 'shop', name: 'web-0' } })).toThrow('pod shop/web-0 lacks');
   });
