@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import https from 'node:https';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../src/kube/kubeconfig.js';
 import { startControlPlane } from '../src/dev/control-plane.js';
 import { ENABLED_LABEL, annotationKey } from '../src/restarter/annotations.js';
 import { createCertificateAuthority, createSignedCertificate } from '../src/tls/certificates.js';
@@ -264,8 +265,7 @@ async function main(): Promise<void> {
   const reuse = process.env.BENCH_KUBECONFIG;
   const cp = reuse ? undefined : await startControlPlane({ controllerManager: false });
   const kubeconfigPath = reuse ?? cp!.kubeconfigPath;
-  const kc = new KubeConfig();
-  kc.loadFromFile(kubeconfigPath);
+  const kc = loadKubeConfig(kubeconfigPath);
   const ca = await createCertificateAuthority({ commonName: 'bench-ca', validitySeconds: 3600, keyBits: 2048 });
   const dir = certDir(await createSignedCertificate(ca, { commonName: 'bench', ipAddresses: ['127.0.0.1'], usage: 'server', validitySeconds: 3600, keyBits: 2048 }));
   const { request, agentOptions, server } = await apiClient(kc);

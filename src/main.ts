@@ -1,8 +1,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
-import { CoreV1Api, KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
 import { pino, type Logger } from 'pino';
 import type { Config } from './config.js';
+import { loadKubeConfig } from './kube/kubeconfig.js';
 import { LeaderElector } from './kube/leader-election.js';
 import { createLogger } from './logger.js';
 import { Manager, type Runnable } from './manager.js';
@@ -242,13 +243,6 @@ function evictionGuard(
     maxDeferMs,
     logger: logger.child({ component: 'eviction-guard' }),
   });
-}
-
-function loadKubeConfig(path: string): KubeConfig {
-  const kc = new KubeConfig();
-  if (path) kc.loadFromFile(path);
-  else kc.loadFromDefault();
-  return kc;
 }
 
 /** `rollguard serve`: runs until SIGTERM/SIGINT; a second signal exits at once. */

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { AppsV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../kube/kubeconfig.js';
 import { pino } from 'pino';
 import type { Config } from '../config.js';
 import { statusCode } from '../kube/api-status.js';
@@ -56,8 +57,7 @@ export async function dev(config: Config, given: ReadonlySet<string> = new Set()
   }
   const kubeconfigPath = path.join(devDir, 'admin.kubeconfig');
   fs.copyFileSync(cp.kubeconfigPath, kubeconfigPath);
-  const kc = new KubeConfig();
-  kc.loadFromFile(kubeconfigPath);
+  const kc = loadKubeConfig(kubeconfigPath);
   const core = kc.makeApiClient(CoreV1Api);
 
   const stops: (() => Promise<void>)[] = [() => cp.stop()];

@@ -1,6 +1,7 @@
-import { AppsV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import jsonpatch from 'fast-json-patch';
 import { errorText, statusCode } from '../kube/api-status.js';
+import { loadKubeConfig } from '../kube/kubeconfig.js';
 import { isTerminating } from '../rollout/pods.js';
 import { matches } from './selector.js';
 import { handoverSettings } from './settings.js';
@@ -25,9 +26,7 @@ export async function requestHandover(args: readonly string[]): Promise<number> 
   const m = target === undefined ? null : /^([a-z0-9-]+)\/([a-z0-9.-]+)$/.exec(target);
   if (!m) return fail('expected <namespace>/<statefulset>, e.g. rollguard handover shop/db', 2);
   const [namespace, name] = [m[1]!, m[2]!];
-  const kc = new KubeConfig();
-  if (kubeconfig) kc.loadFromFile(kubeconfig);
-  else kc.loadFromDefault();
+  const kc = loadKubeConfig(kubeconfig ?? '');
   const apps = kc.makeApiClient(AppsV1Api);
   const core = kc.makeApiClient(CoreV1Api);
   try {
