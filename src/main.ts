@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
-import type { KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
 import { pino, type Logger } from 'pino';
 import type { Config } from './config.js';
 import { loadKubeConfig } from './kube/kubeconfig.js';
@@ -13,6 +13,8 @@ import { holdPartitionMutator } from './admission/partition-hold-mutator.js';
 import { EventRecorder } from './kube/events.js';
 import { createRestarterController } from './restarter/controller.js';
 import { createRolloutController } from './rollout/controller.js';
+import { createEvictionHandler, markOps } from './handover/eviction-handler.js';
+import { statusCode } from './kube/api-status.js';
 import { AdminServer } from './server/admin-server.js';
 import { readiness, type Readiness } from './server/readiness.js';
 import { rollguardStatus, type RollguardStatus } from './server/status.js';
@@ -119,6 +121,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       metrics,
       logger: logger.child({ component: 'admission' }),
     }),
+    evictionHandler: evictionGuard(kubeConfig, restarter.statefulSets.store, config.evictionDeferMax, logger, new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger })),
     readiness: currentReadiness,
     logger: logger.child({ server: 'webhook' }),
     metrics,
@@ -208,6 +211,38 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       return manager.stop();
     },
   };
+}
+
+/** The eviction guard of the primary handover: one GET of the evicted pod, the set from the shared cache. */
+function evictionGuard(
+  kubeConfig: KubeConfig,
+  sets: { get(namespace: string, name: string): V1StatefulSet | undefined },
+  maxDeferMs: number,
+  logger: Logger,
+  events: EventRecorder,
+): ReturnType<typeof createEvictionHandler> {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  return createEvictionHandler({
+    readPod: async (namespace, name) => {
+      try {
+        return await core.readNamespacedPod({ name, namespace });
+      } catch (err) {
+        if (statusCode(err) === 404) return undefined;
+        throw err;
+      }
+    },
+    statefulSet: (namespace, name) => sets.get(namespace, name),
+    markPod: async (namespace, name, annotations) => {
+      await core.patchNamespacedPod({ name, namespace, body: markOps(annotations) });
+    },
+    recordOnSet: (set, spec) =>
+      events.record(
+        { apiVersion: 'apps/v1', kind: 'StatefulSet', namespace: set.metadata?.namespace ?? '', name: set.metadata?.name ?? '', uid: set.metadata?.uid ?? '' },
+        spec,
+      ),
+    maxDeferMs,
+    logger: logger.child({ component: 'eviction-guard' }),
+  });
 }
 
 /** `rollguard serve`: runs until SIGTERM/SIGINT; a second signal exits at once. */

@@ -170,6 +170,24 @@ describe('rollguard dev', () => {
     }
   });
 
+  it("hands the demo db's primary role over before its pod is replaced, when db-config changes", async () => {
+    printOutputOnFailure();
+    expect(output).toContain('db-0 is the primary (label role=primary)');
+    const namespace = 'demo';
+    await core.patchNamespacedConfigMap({ name: 'db-config', namespace, body: [{ op: 'replace', path: '/data/max_connections', value: '200' }] });
+    let succeeded = '';
+    await waitUntil(
+      'a HandoverSucceeded Event on demo/db',
+      async () => {
+        const events = await core.listNamespacedEvent({ namespace, fieldSelector: 'involvedObject.name=db' });
+        succeeded = events.items.find((e) => e.reason === 'HandoverSucceeded')?.message ?? '';
+        return succeeded !== '' || events.items.map((e) => e.reason).join(',');
+      },
+      { timeoutMs: 120_000, intervalMs: 500 },
+    );
+    expect(succeeded).toMatch(/^Handed the primary role over from db-0 to db-\d in [\d.]+s \(attempt 1\)$/);
+  }, 150_000);
+
   it('prints a kuttl command that passes against this cluster', async () => {
     printOutputOnFailure();
     const line = output.split('\n').find((l) => l.includes('kubectl kuttl test'));

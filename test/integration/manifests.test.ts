@@ -30,6 +30,7 @@ import { parseArgs, type Config } from '../../src/config.js';
 import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
 import { referencedObjects } from '../../src/restarter/references.js';
 import { isHealthGated } from '../../src/rollout/decision.js';
+import { handoverSettings } from '../../src/handover/settings.js';
 import { controlPlaneBinaries } from '../../src/dev/control-plane.js';
 import { printControlPlaneLogsOnFailure, testCluster } from '../env/cluster.js';
 
@@ -449,7 +450,7 @@ describe('deploy manifests', () => {
       const config = rollguardConfig(deploy);
       const account = `system:serviceaccount:${deploy.metadata!.namespace}:${deploy.spec!.template.spec!.serviceAccountName}`;
       const policies = objects.filter((o) => o.kind === 'ValidatingAdmissionPolicy') as V1ValidatingAdmissionPolicy[];
-      expect(policies.length).toBe(4);
+      expect(policies.length).toBe(5);
       for (const policy of policies) {
         expect(policy.spec!.matchConditions, policy.metadata!.name).toEqual([
           { name: 'rollguard-service-account', expression: `request.userInfo.username == '${account}'` },
@@ -534,8 +535,14 @@ describe('deploy manifests', () => {
       });
     }
 
-    const sets = objects.filter((o) => o.kind === 'StatefulSet') as V1StatefulSet[];
-    expect(sets.map((s) => s.metadata!.name).sort()).toEqual(['web', 'web-gated']);
+    const all = objects.filter((o) => o.kind === 'StatefulSet') as V1StatefulSet[];
+    expect(all.map((s) => s.metadata!.name).sort()).toEqual(['db', 'web', 'web-gated']);
+    // db: the handover demo (deploy/examples/db.yaml), health-gated with a primary selector
+    const db = all.find((s) => s.metadata!.name === 'db')!;
+    expect(isHealthGated(db)).toBe(true);
+    expect(handoverSettings(db)).toMatchObject({ ok: true, settings: { action: { kind: 'http', port: 8008, path: '/switchover' } } });
+    expect(referencedObjects(db.spec!.template)).toEqual([{ kind: 'ConfigMap', name: 'db-config' }]);
+    const sets = all.filter((s) => s !== db);
     for (const set of sets) {
       const name = set.metadata!.name!;
       expect(set.metadata!.labels?.[ENABLED_LABEL], `${name} opted in`).toBe('true');

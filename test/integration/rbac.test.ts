@@ -267,6 +267,13 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
         s.metadata?.annotations?.[LAST_STEP_ANNOTATION] !== undefined;
       return done || `partition ${s.spec?.updateStrategy?.rollingUpdate?.partition}, revisions ${st?.currentRevision}→${st?.updateRevision}`;
     }, { timeoutMs: 60_000 });
+    // a handover's annotation of a pod of an opted-in set, and the removal of a request, pass the fence
+    await sa.core.patchNamespacedPod({
+      name: 'gated-1',
+      namespace: workloads,
+      body: [{ op: 'add', path: '/metadata/annotations', value: { 'example.com/demote': 'true', 'rollguard.io/handover': 'requested' } }],
+    });
+    await sa.core.patchNamespacedPod({ name: 'gated-1', namespace: workloads, body: [{ op: 'remove', path: '/metadata/annotations/rollguard.io~1handover' }] });
     // rollguard's delete of a pod of an opted-in set passes the fence
     await sa.core.deleteNamespacedPod({ name: 'gated-0', namespace: workloads });
 
@@ -290,6 +297,7 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
     // granted for paths this scenario does not walk; each with the reason it exists
     const exercisedElsewhere = new Map<Grant, string>([
       ['/pods delete', 'health-gated rollback deletes a stuck pod (test/integration/rollout-*.test.ts)'],
+      ['/pods get', 'the eviction guard reads the pod being evicted (test/integration/handover.test.ts)'],
       ['/events patch', 'a repeated Event is counted up instead of written again'],
       ['/services get', 'a health URL naming a Service of the set\'s namespace (test/integration/rollout-health-target.test.ts)'],
       ['coordination.k8s.io/leases create', 'only the first replica ever creates the Lease; another test file may have'],
@@ -322,6 +330,14 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
       ['add a foreign template annotation', fencePolicy('statefulsets'), 'this write changes example.com/x', patchSet([{ op: 'add', path: '/spec/template/metadata/annotations/example.com~1x', value: '1' }])],
       ['delete a pod of a set that did not opt in', fencePolicy('pod-deletes'), 'plain-0 belongs to plain', () => sa.core.deleteNamespacedPod({ name: 'plain-0', namespace: workloads })],
       ['delete a pod no StatefulSet owns', fencePolicy('writes'), 'loose has no such owner', () => sa.core.deleteNamespacedPod({ name: 'loose', namespace: workloads })],
+      ['annotate a pod of a set that did not opt in', fencePolicy('pod-deletes'), 'plain-0 belongs to plain', () =>
+        sa.core.patchNamespacedPod({ name: 'plain-0', namespace: workloads, body: [{ op: 'add', path: '/metadata/annotations', value: { 'example.com/x': '1' } }] })],
+      ['annotate a pod no StatefulSet owns', fencePolicy('writes'), 'loose has no such owner', () =>
+        sa.core.patchNamespacedPod({ name: 'loose', namespace: workloads, body: [{ op: 'add', path: '/metadata/annotations', value: { 'example.com/x': '1' } }] })],
+      ["move a pod's role label", fencePolicy('pods'), 'this write changes metadata.labels', () =>
+        sa.core.patchNamespacedPod({ name: 'web-0', namespace: workloads, body: [{ op: 'add', path: '/metadata/labels/role', value: 'primary' }] })],
+      ["change a pod's spec", fencePolicy('pods'), 'this write changes spec', () =>
+        sa.core.patchNamespacedPod({ name: 'web-0', namespace: workloads, body: [{ op: 'add', path: '/spec/activeDeadlineSeconds', value: 1 }] })],
       ['write another Secret', fencePolicy('writes'), `not ${ROLLGUARD_NAMESPACE}/stolen`, () => sa.core.createNamespacedSecret({ namespace: ROLLGUARD_NAMESPACE, body: { metadata: { name: 'stolen' }, stringData: { k: 'v' } } })],
       ['change the webhook rules', fencePolicy('webhook-ca'), 'this write changes webhooks statefulsets.rollguard.io', () =>
         sa.admission.patchMutatingWebhookConfiguration({
