@@ -11,6 +11,7 @@ import { createAdmissionHandler } from './admission/handler.js';
 import { holdPartitionMutator } from './admission/partition-hold-mutator.js';
 import { EventRecorder } from './kube/events.js';
 import { createRestarterController } from './restarter/controller.js';
+import { dialectFor, type CompatMode } from './compat/stackable.js';
 import { createRolloutController } from './rollout/controller.js';
 import { AdminServer } from './server/admin-server.js';
 import { readiness, type Readiness } from './server/readiness.js';
@@ -70,6 +71,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     metrics,
     instance: identity,
     ownNamespace: namespace,
+    compat: config.compat as CompatMode,
   });
 
   const rollouts = createRolloutController({
@@ -115,6 +117,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       cacheProgress: restarter.cacheProgress,
       inScope: restarter.covers,
       mutators: [holdPartitionMutator],
+      dialectOf: (labels) => dialectFor(labels, config.compat as CompatMode),
       metrics,
       logger: logger.child({ component: 'admission' }),
     }),

@@ -1,0 +1,131 @@
+import { createHash } from 'node:crypto';
+import { ABSENT, ENABLED_LABEL, ROLLGUARD_DIALECT, type Dialect } from '../restarter/annotations.js';
+import { referencedObjects, type ObjectKind } from '../restarter/references.js';
+
+/**
+ * The annotation language of Stackable's commons-operator restarter, spoken by rollguard under
+ * `--compat stackable` so that a set it annotated needs no write, and a switch back neither.
+ */
+
+/** Label on a StatefulSet that opts it in; value "true". */
+export const STACKABLE_ENABLED_LABEL = 'restarter.stackable.tech/enabled';
+/** Label on a ConfigMap or Secret that keeps it from being tracked; value "true". */
+export const STACKABLE_IGNORE_LABEL = 'restarter.stackable.tech/ignore';
+/** Annotations on a StatefulSet, `<prefix><anything>: <object name>`, that opt one object out each. */
+export const STACKABLE_IGNORE_CONFIGMAP_PREFIX = 'restarter.stackable.tech/ignore-configmap.';
+export const STACKABLE_IGNORE_SECRET_PREFIX = 'restarter.stackable.tech/ignore-secret.';
+/** The value for a reference commons-operator does not follow: missing, labelled ignore, or opted out. */
+export const CHANGES_IGNORED = 'changes-ignored';
+/** commons-operator's field manager, for reading managedFields after a migration. */
+export const STACKABLE_FIELD_MANAGER = 'restarter.stackable.tech/statefulset';
+
+export const STACKABLE_ANNOTATION_PREFIX: Record<ObjectKind, string> = {
+  ConfigMap: 'configmap.restarter.stackable.tech/',
+  Secret: 'secret.restarter.stackable.tech/',
+};
+
+/** The compatibility modes of `--compat`. */
+export const COMPAT_MODES = ['', 'stackable'] as const;
+export type CompatMode = (typeof COMPAT_MODES)[number];
+
+/** The key is the raw name, as commons-operator writes it (a name over 63 characters is a key the API server rejects). */
+export function stackableAnnotationKey(kind: ObjectKind, name: string): string {
+  return STACKABLE_ANNOTATION_PREFIX[kind] + name;
+}
+
+export function stackableAnnotationTarget(key: string): { kind: ObjectKind; name: string } | undefined {
+  for (const kind of ['ConfigMap', 'Secret'] as const) {
+    const prefix = STACKABLE_ANNOTATION_PREFIX[kind];
+    if (key.length > prefix.length && key.startsWith(prefix)) return { kind, name: key.slice(prefix.length) };
+  }
+  return undefined;
+}
+
+/** The names a StatefulSet's `ignore-configmap.*` / `ignore-secret.*` annotations opt out (the values are the names). */
+export function stackableIgnoredNames(annotations: Record<string, string> | undefined): Record<ObjectKind, Set<string>> {
+  const ignored: Record<ObjectKind, Set<string>> = { ConfigMap: new Set(), Secret: new Set() };
+  for (const [key, value] of Object.entries(annotations ?? {})) {
+    if (typeof value !== 'string') continue;
+    if (key.startsWith(STACKABLE_IGNORE_CONFIGMAP_PREFIX)) ignored.ConfigMap.add(value.trim());
+    else if (key.startsWith(STACKABLE_IGNORE_SECRET_PREFIX)) ignored.Secret.add(value.trim());
+  }
+  return ignored;
+}
+
+const DIGEST_VALUE = /^[^/]+\/[0-9a-f]{32}$/;
+
+/**
+ * Whether `value` is the form newer commons-operator builds write: `<uid>/<128 bits of SHA-256
+ * of the data, in hex>`. rollguard keeps no data, so such a value is replaced by `<uid>/<rv>`
+ * once (one rollout per set, with an Event); see README "From commons-operator".
+ */
+export function isContentDigestValue(value: string): boolean {
+  return DIGEST_VALUE.test(value);
+}
+
+function lengthPrefixed(hash: ReturnType<typeof createHash>, key: string, value: Buffer): void {
+  const header = Buffer.alloc(8);
+  header.writeBigUInt64BE(BigInt(Buffer.byteLength(key)));
+  hash.update(header).update(key);
+  header.writeBigUInt64BE(BigInt(value.length));
+  hash.update(header).update(value);
+}
+
+/**
+ * The content digest of that form, for one object's data (Secret data and ConfigMap binaryData
+ * base64, ConfigMap data text; keys in code-unit order). Known-answer tested; not wired yet.
+ */
+export function stackableContentDigest(
+  kind: ObjectKind,
+  object: { data?: Record<string, string> | null; binaryData?: Record<string, string> | null },
+): string {
+  const hash = createHash('sha256');
+  const sorted = (map: Record<string, string> | null | undefined): [string, string][] =>
+    Object.entries(map ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  if (kind === 'Secret') {
+    hash.update('secret/data');
+    for (const [key, value] of sorted(object.data)) lengthPrefixed(hash, key, Buffer.from(value, 'base64'));
+  } else {
+    hash.update('configmap/data');
+    for (const [key, value] of sorted(object.data)) lengthPrefixed(hash, key, Buffer.from(value, 'utf8'));
+    hash.update('configmap/binaryData');
+    for (const [key, value] of sorted(object.binaryData)) lengthPrefixed(hash, key, Buffer.from(value, 'base64'));
+  }
+  return hash.digest('hex').slice(0, 32);
+}
+
+export const STACKABLE_DIALECT: Dialect = {
+  name: 'stackable',
+  enabledLabel: STACKABLE_ENABLED_LABEL,
+  annotationKey: stackableAnnotationKey,
+  isOwnAnnotation: (key) => stackableAnnotationTarget(key) !== undefined,
+  annotationTarget: stackableAnnotationTarget,
+  references: (template) => referencedObjects(template, { projected: false }),
+  ignoredNames: stackableIgnoredNames,
+  missing: CHANGES_IGNORED,
+  ignoredValue: CHANGES_IGNORED,
+  noVersion: (value) => value === CHANGES_IGNORED || value === ABSENT,
+  // commons-operator's sets are taken over with no write at all; the first change of an object records its digest
+  baselineDigests: false,
+};
+
+/**
+ * The dialect a workload is restarted in, from its labels; undefined: not opted in. Under
+ * `--compat stackable` a set with Stackable's label speaks Stackable's dialect, also when it
+ * carries rollguard's label too: a switch back to commons-operator then restarts nothing.
+ */
+export function dialectFor(labels: Record<string, string> | null | undefined, compat: CompatMode): Dialect | undefined {
+  if (compat === 'stackable' && labels?.[STACKABLE_ENABLED_LABEL] === 'true') return STACKABLE_DIALECT;
+  if (labels?.[ENABLED_LABEL] === 'true') return ROLLGUARD_DIALECT;
+  return undefined;
+}
+
+/** The labels that opt a workload in, one label-filtered watch and one webhook entry each. */
+export function enabledLabels(compat: CompatMode): string[] {
+  return compat === 'stackable' ? [ENABLED_LABEL, STACKABLE_ENABLED_LABEL] : [ENABLED_LABEL];
+}
+
+/** The labels that keep a ConfigMap or Secret from being tracked. */
+export function ignoreLabels(compat: CompatMode, rollguardIgnoreLabel: string): string[] {
+  return compat === 'stackable' ? [rollguardIgnoreLabel, STACKABLE_IGNORE_LABEL] : [rollguardIgnoreLabel];
+}
