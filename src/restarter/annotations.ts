@@ -233,7 +233,8 @@ export function planAnnotations(input: PlanInput): AnnotationPlan {
     if (ignored[kind].has(name) || labelIgnored) {
       const kept = stored ?? dialect.ignoredValue;
       if (kept === undefined) continue;
-      if (labelIgnored && stored !== undefined) frozen.push(entry);
+      // a stored "no version" needs no freezing: a deleted object's value would be the same
+      if (labelIgnored && stored !== undefined && !dialect.noVersion(stored)) frozen.push(entry);
       desired.push({ key, kind, name, value: kept });
       continue;
     }
