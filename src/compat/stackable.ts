@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { ABSENT, ENABLED_LABEL, ROLLGUARD_DIALECT, type Dialect } from '../restarter/annotations.js';
+import { ABSENT, ENABLED_LABEL, ROLLGUARD_DIALECT, keySegment, type Dialect } from '../restarter/annotations.js';
 import { referencedObjects, type ObjectKind } from '../restarter/references.js';
 
 /**
@@ -28,15 +28,25 @@ export const STACKABLE_ANNOTATION_PREFIX: Record<ObjectKind, string> = {
 export const COMPAT_MODES = ['', 'stackable'] as const;
 export type CompatMode = (typeof COMPAT_MODES)[number];
 
-/** The key is the raw name, as commons-operator writes it (a name over 63 characters is a key the API server rejects). */
+/**
+ * The key is the raw name, as commons-operator writes it. A name that is no valid key segment
+ * (over 63 characters) made commons-operator's whole write fail, so no set carries such a key:
+ * rollguard shortens it as in its own dialect instead of failing the same way.
+ */
 export function stackableAnnotationKey(kind: ObjectKind, name: string): string {
-  return STACKABLE_ANNOTATION_PREFIX[kind] + name;
+  return STACKABLE_ANNOTATION_PREFIX[kind] + keySegment(name);
 }
 
-export function stackableAnnotationTarget(key: string): { kind: ObjectKind; name: string } | undefined {
+// as in rollguard's dialect: "_" never occurs in an object name, so this tail marks a shortened key
+const SHORTENED_SEGMENT = /_[0-9a-f]{32}$/;
+
+/** The object a key stands for; the name only when the key holds it whole. */
+export function stackableAnnotationTarget(key: string): { kind: ObjectKind; name?: string } | undefined {
   for (const kind of ['ConfigMap', 'Secret'] as const) {
     const prefix = STACKABLE_ANNOTATION_PREFIX[kind];
-    if (key.length > prefix.length && key.startsWith(prefix)) return { kind, name: key.slice(prefix.length) };
+    if (key.length <= prefix.length || !key.startsWith(prefix)) continue;
+    const segment = key.slice(prefix.length);
+    return SHORTENED_SEGMENT.test(segment) ? { kind } : { kind, name: segment };
   }
   return undefined;
 }

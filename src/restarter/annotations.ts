@@ -72,7 +72,8 @@ const NAME_PREFIX_LENGTH = SEGMENT_MAX_LENGTH - 1 - HASH_LENGTH;
 // Object names (DNS-1123 subdomains) never contain "_", so a key with this tail cannot be a real name's key.
 const SHORTENED_SEGMENT = new RegExp(`_[0-9a-f]{${HASH_LENGTH}}$`);
 
-function keySegment(name: string): string {
+/** The name part of a key for `name`: the name itself when valid, else a deterministic shortened form. */
+export function keySegment(name: string): string {
   if (name.length <= SEGMENT_MAX_LENGTH && ANNOTATION_SEGMENT.test(name)) return name;
   const hash = createHash('sha256').update(name).digest('hex').slice(0, HASH_LENGTH);
   // The readable part only has to keep the segment valid; the hash of the whole name makes it unique.

@@ -12,7 +12,7 @@ import {
   stackableContentDigest,
   stackableIgnoredNames,
 } from '../../src/compat/stackable.js';
-import { ABSENT, ROLLGUARD_DIALECT, annotationChanges, planAnnotations, type ObjectVersion, type VersionLookup } from '../../src/restarter/annotations.js';
+import { ABSENT, ROLLGUARD_DIALECT, annotationChanges, keySegment, planAnnotations, type ObjectVersion, type VersionLookup } from '../../src/restarter/annotations.js';
 import type { ObjectKind } from '../../src/restarter/references.js';
 
 const CM = 'configmap.restarter.stackable.tech/';
@@ -66,11 +66,19 @@ describe('the Stackable dialect: keys', () => {
   it.each([
     { kind: 'ConfigMap' as const, name: 'app', want: `${CM}app` },
     { kind: 'Secret' as const, name: 'tls', want: `${SECRET}tls` },
-    // the raw name, however long: commons-operator does not shorten
-    { kind: 'ConfigMap' as const, name: 'c'.repeat(70), want: `${CM}${'c'.repeat(70)}` },
+    { kind: 'ConfigMap' as const, name: 'c'.repeat(63), want: `${CM}${'c'.repeat(63)}` },
   ])('$kind $name → $want', ({ kind, name, want }) => {
     expect(stackableAnnotationKey(kind, name)).toBe(want);
     expect(stackableAnnotationTarget(want)).toEqual({ kind, name });
+  });
+
+  it('shortens a name over 63 characters (commons-operator\'s write of it is rejected) as rollguard does', () => {
+    const name = 'c'.repeat(70);
+    const key = stackableAnnotationKey('ConfigMap', name);
+    expect(key).toBe(`${CM}${keySegment(name)}`);
+    expect(key.length - CM.length).toBeLessThanOrEqual(63);
+    expect(key).not.toBe(stackableAnnotationKey('ConfigMap', 'c'.repeat(71)));
+    expect(stackableAnnotationTarget(key)).toEqual({ kind: 'ConfigMap' });
   });
 
   it.each([['configmap.rollguard.io/app'], [CM], ['restarter.stackable.tech/enabled'], ['secret.restarter.stackable.tech']])('%s is not a Stackable reference key', (key) => {
