@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { ABSENT, ENABLED_LABEL, ROLLGUARD_DIALECT, keySegment, type Dialect } from '../restarter/annotations.js';
 import { referencedObjects, type ObjectKind } from '../restarter/references.js';
 
@@ -65,43 +64,18 @@ export function stackableIgnoredNames(annotations: Record<string, string> | unde
 const DIGEST_VALUE = /^[^/]+\/[0-9a-f]{32}$/;
 
 /**
- * Whether `value` is the form newer commons-operator builds write: `<uid>/<128 bits of SHA-256
- * of the data, in hex>`. rollguard keeps no data, so such a value is replaced by `<uid>/<rv>`
- * once (one rollout per set, with an Event); see README "From commons-operator".
+ * The parts of the form newer commons-operator builds write, `<uid>/<128 bits of SHA-256 of the
+ * data, in hex>`; undefined for any other value. The loop keeps such a value while one read of the
+ * object gives the same digest (`content-digest.ts`), so taking such a set over rolls nothing.
  */
+export function contentDigestValue(value: string): { uid: string; digest: string } | undefined {
+  if (!DIGEST_VALUE.test(value)) return undefined;
+  const slash = value.indexOf('/');
+  return { uid: value.slice(0, slash), digest: value.slice(slash + 1) };
+}
+
 export function isContentDigestValue(value: string): boolean {
-  return DIGEST_VALUE.test(value);
-}
-
-function lengthPrefixed(hash: ReturnType<typeof createHash>, key: string, value: Buffer): void {
-  const header = Buffer.alloc(8);
-  header.writeBigUInt64BE(BigInt(Buffer.byteLength(key)));
-  hash.update(header).update(key);
-  header.writeBigUInt64BE(BigInt(value.length));
-  hash.update(header).update(value);
-}
-
-/**
- * The content digest of that form, for one object's data (Secret data and ConfigMap binaryData
- * base64, ConfigMap data text; keys in code-unit order). Known-answer tested; not wired yet.
- */
-export function stackableContentDigest(
-  kind: ObjectKind,
-  object: { data?: Record<string, string> | null; binaryData?: Record<string, string> | null },
-): string {
-  const hash = createHash('sha256');
-  const sorted = (map: Record<string, string> | null | undefined): [string, string][] =>
-    Object.entries(map ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  if (kind === 'Secret') {
-    hash.update('secret/data');
-    for (const [key, value] of sorted(object.data)) lengthPrefixed(hash, key, Buffer.from(value, 'base64'));
-  } else {
-    hash.update('configmap/data');
-    for (const [key, value] of sorted(object.data)) lengthPrefixed(hash, key, Buffer.from(value, 'utf8'));
-    hash.update('configmap/binaryData');
-    for (const [key, value] of sorted(object.binaryData)) lengthPrefixed(hash, key, Buffer.from(value, 'base64'));
-  }
-  return hash.digest('hex').slice(0, 32);
+  return contentDigestValue(value) !== undefined;
 }
 
 export const STACKABLE_DIALECT: Dialect = {

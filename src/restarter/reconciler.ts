@@ -30,6 +30,7 @@ import { templateAnnotationOps, workloadAnnotationOps } from './patch.js';
 import type { ObjectKind } from './references.js';
 import { recordCovers, type DigestRecord } from './digests.js';
 import { numericResourceVersion, parseAnnotationValue } from './versions.js';
+import { contentDigestValue } from '../compat/stackable.js';
 
 /** Event reasons: a referenced object changed; references tracked for the first time (or newly); references dropped. */
 export const REASON_CONFIG_CHANGED = 'ConfigChanged';
@@ -465,6 +466,13 @@ export class Reconciler {
     for (const d of plan.desired) {
       const stored = Object.hasOwn(template, d.key) ? template[d.key] : undefined;
       const record = records.get(d.key);
+      // commons-operator's `<uid>/<content digest>`: kept while the object's data still has that digest
+      const digestForm = plan.dialect.name === 'stackable' && stored !== undefined ? contentDigestValue(stored) : undefined;
+      if (stored !== undefined && digestForm && stored !== d.value && parseAnnotationValue(d.value).kind === 'version' && d.value.startsWith(`${digestForm.uid}/`)) {
+        const fresh = await readData(d);
+        desired.push(fresh?.contentDigest === digestForm.digest ? { ...d, value: stored } : d);
+        continue;
+      }
       const bump = stored !== undefined && stored !== d.value && parseAnnotationValue(stored).kind === 'version' && parseAnnotationValue(d.value).kind === 'version';
       if (bump) {
         const fresh = await readData(d);

@@ -9,9 +9,9 @@ import {
   isContentDigestValue,
   stackableAnnotationKey,
   stackableAnnotationTarget,
-  stackableContentDigest,
   stackableIgnoredNames,
 } from '../../src/compat/stackable.js';
+import { stackableContentDigest } from '../../src/compat/content-digest.js';
 import { ABSENT, ROLLGUARD_DIALECT, annotationChanges, keySegment, planAnnotations, type ObjectVersion, type VersionLookup } from '../../src/restarter/annotations.js';
 import type { ObjectKind } from '../../src/restarter/references.js';
 
