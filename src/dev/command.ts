@@ -96,6 +96,7 @@ export async function dev(config: Config, given: ReadonlySet<string> = new Set()
       port: rollguard.webhookPort(),
       namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: [ROLLGUARD_NAMESPACE] }] },
       timeoutSeconds: 3,
+      compat: config.compat === 'stackable' ? 'stackable' : '',
     });
     const adminUrl = `http://${LOOPBACK}:${rollguard.adminPort()}`;
     say(`rollguard runs: webhook https://${LOOPBACK}:${rollguard.webhookPort()}/mutate, admin ${adminUrl} (/status, /metrics); logs in ${display(logFile)}`);
