@@ -134,7 +134,7 @@ ready: try a change.
     ${kubectl} -n ${DEMO_NAMESPACE} get events --field-selector reason=ConfigChanged
   rollguard's own view: curl -s ${adminUrl}/status
   Your own manifests work in any namespace but ${ROLLGUARD_NAMESPACE} (label a StatefulSet ${ENABLED_LABEL}=true).
-  The project's kuttl cases against this cluster (the first run builds kubectl-kuttl):
+  The project's kuttl cases against this cluster (the first run builds kubectl-kuttl; the stackable-* cases need rollguard dev --compat=stackable):
     ${kuttlCommand(root, devDir, cp.binDir, kubeconfigPath)}
 Ctrl-C stops rollguard and the control plane.`);
     await done;
