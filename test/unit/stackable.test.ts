@@ -182,7 +182,7 @@ describe('planAnnotations in the Stackable dialect', () => {
     expect(values(plan(newer))[`${CM}app`]).toBe('u-app/150');
   });
 
-  it('replaces the content-digest form once with <uid>/<resourceVersion>', () => {
+  it('plans <uid>/<resourceVersion> over the content-digest form (the loop keeps it while the data matches: stackable-migration.test.ts)', () => {
     const stored = { ...asCommonsLeftIt, [`${SECRET}init-creds`]: 'u-init/103', [`${CM}env-cm`]: 'u-env/101', [`${CM}app`]: 'u-app/401bdc692ecd7b9bb6b02f186e2976c3' };
     expect(isContentDigestValue(stored[`${CM}app`]!)).toBe(true);
     expect(values(plan(stored))[`${CM}app`]).toBe('u-app/100');
