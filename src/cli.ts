@@ -10,6 +10,7 @@ Usage:
   rollguard status [url]     print the /status of a running rollguard (default http://127.0.0.1:8080)
   rollguard handover <namespace>/<set> [--kubeconfig=<file>]
                              ask for a handover of the set's primary role (the leader performs it)
+  rollguard release [flags]  before an uninstall: hand the partitions of health-gated sets back (--help)
   rollguard <command> --help every flag of a command
   rollguard --version
 
@@ -32,6 +33,10 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'handover') {
     const { requestHandover } = await import('./handover/command.js');
     return requestHandover(rest);
+  }
+  if (command === 'release') {
+    const { release } = await import('./release/command.js');
+    return release(rest);
   }
   if (command !== 'serve' && command !== 'dev') {
     console.error(`rollguard: unknown command "${command}"\n\n${USAGE}`);

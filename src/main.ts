@@ -12,6 +12,8 @@ import { createAdmissionHandler } from './admission/handler.js';
 import { holdPartitionMutator } from './admission/partition-hold-mutator.js';
 import { EventRecorder } from './kube/events.js';
 import { createRestarterController } from './restarter/controller.js';
+import { dialectFor, type CompatMode } from './compat/stackable.js';
+import { createPodRestarter } from './compat/pod-restarter.js';
 import { createRolloutController } from './rollout/controller.js';
 import { createEvictionHandler, markOps } from './handover/eviction-handler.js';
 import { statusCode } from './kube/api-status.js';
@@ -73,6 +75,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     metrics,
     instance: identity,
     ownNamespace: namespace,
+    compat: config.compat as CompatMode,
   });
 
   const rollouts = createRolloutController({
@@ -118,6 +121,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       cacheProgress: restarter.cacheProgress,
       inScope: restarter.covers,
       mutators: [holdPartitionMutator],
+      dialectOf: (labels) => dialectFor(labels, config.compat as CompatMode),
       metrics,
       logger: logger.child({ component: 'admission' }),
     }),
@@ -127,8 +131,14 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     metrics,
   });
 
+  // --compat stackable: pods are evicted at their restarter.stackable.tech/expires-at.* times
+  const podRestarter =
+    config.compat === 'stackable'
+      ? createPodRestarter({ kubeConfig, namespaces, events: new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger }), logger, metrics, watchIdleTimeoutMs: config.watchIdleTimeout })
+      : undefined;
+
   // the controllers run only while this replica leads; each term starts them in order, stops them in reverse
-  const leaderRunnables: Runnable[] = [restarter.workers, rollouts];
+  const leaderRunnables: Runnable[] = [restarter.workers, rollouts, ...(podRestarter ? [podRestarter] : [])];
   let term: Manager | undefined;
   const elector = config.leaderElection
     ? new LeaderElector({
@@ -161,7 +171,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       shuttingDown: () => shuttingDown,
       readiness: currentReadiness,
       admissionInFlight: () => webhook.inFlight(),
-      controllers: () => [restarter.workers.status(), rollouts.controllerStatus()],
+      controllers: () => [restarter.workers.status(), rollouts.controllerStatus(), ...(podRestarter ? [podRestarter.controller.status()] : [])],
       leader: () => elector?.status(),
       caches: () => restarter.status().cache,
       certificate: () => certificates.status(),

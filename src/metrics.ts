@@ -63,7 +63,7 @@ export function createMetrics(registry = new Registry()) {
     }),
     reconcileDuration: new Histogram({
       name: 'rollguard_reconcile_duration_seconds',
-      help: 'Time of one reconcile, by controller (restarter, rollout)',
+      help: 'Time of one reconcile, by controller (restarter, rollout, pod-restarter)',
       labelNames: ['controller'],
       buckets: RECONCILE_BUCKETS,
       registers: r,

@@ -100,6 +100,7 @@ export async function dev(config: Config, given: ReadonlySet<string> = new Set()
       port: rollguard.webhookPort(),
       namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: [ROLLGUARD_NAMESPACE] }] },
       timeoutSeconds: 3,
+      compat: config.compat === 'stackable' ? 'stackable' : '',
     });
     const adminUrl = `http://${LOOPBACK}:${rollguard.adminPort()}`;
     say(`rollguard runs: webhook https://${LOOPBACK}:${rollguard.webhookPort()}/mutate, admin ${adminUrl} (/status, /metrics); logs in ${display(logFile)}`);
@@ -148,7 +149,7 @@ ready: try a change.
     ${kubectl} -n ${DEMO_NAMESPACE} get events --field-selector involvedObject.name=${DEMO_DB}
   rollguard's own view: curl -s ${adminUrl}/status
   Your own manifests work in any namespace but ${ROLLGUARD_NAMESPACE} (label a StatefulSet ${ENABLED_LABEL}=true).
-  The project's kuttl cases against this cluster (the first run builds kubectl-kuttl):
+  The project's kuttl cases against this cluster (the first run builds kubectl-kuttl; the stackable-* cases need rollguard dev --compat=stackable):
     ${kuttlCommand(root, devDir, cp.binDir, kubeconfigPath)}
 Ctrl-C stops rollguard and the control plane.`);
     await done;

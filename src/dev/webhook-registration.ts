@@ -1,4 +1,5 @@
-import { AdmissionregistrationV1Api, type KubeConfig, type V1LabelSelector } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, type KubeConfig, type V1LabelSelector, type V1MutatingWebhook } from '@kubernetes/client-node';
+import { enabledLabels, type CompatMode } from '../compat/stackable.js';
 import { ENABLED_LABEL } from '../restarter/annotations.js';
 
 export interface WebhookRegistration {
@@ -13,6 +14,13 @@ export interface WebhookRegistrationOptions {
   namespaceSelector: V1LabelSelector;
   failurePolicy?: 'Ignore' | 'Fail';
   timeoutSeconds?: number;
+  /** 'stackable': a second entry for Stackable's opt-in label (one objectSelector cannot OR two labels). */
+  compat?: CompatMode;
+}
+
+/** The webhook entry name for sets opted in by `label`. */
+export function webhookEntryName(label: string): string {
+  return label === ENABLED_LABEL ? 'statefulsets.rollguard.io' : 'stackable-statefulsets.rollguard.io';
 }
 
 /**
@@ -24,20 +32,20 @@ export async function registerWebhook(kc: KubeConfig, opts: WebhookRegistrationO
   await api.createMutatingWebhookConfiguration({
     body: {
       metadata: { name: opts.name },
-      webhooks: [
-        {
-          name: 'statefulsets.rollguard.io',
+      webhooks: enabledLabels(opts.compat ?? '').map(
+        (label): V1MutatingWebhook => ({
+          name: webhookEntryName(label),
           clientConfig: { url: `https://127.0.0.1:${opts.port}/mutate` },
           rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: ['statefulsets'] }],
-          objectSelector: { matchLabels: { [ENABLED_LABEL]: 'true' } },
+          objectSelector: { matchLabels: { [label]: 'true' } },
           namespaceSelector: opts.namespaceSelector,
           failurePolicy: opts.failurePolicy ?? 'Ignore',
           sideEffects: 'None',
           reinvocationPolicy: 'IfNeeded',
           admissionReviewVersions: ['v1'],
           timeoutSeconds: opts.timeoutSeconds ?? 5,
-        },
-      ],
+        }),
+      ),
     },
   });
   return {

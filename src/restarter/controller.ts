@@ -17,6 +17,7 @@ import { Controller } from '../kube/controller.js';
 import { TokenBucket } from '../kube/token-bucket.js';
 import type { Runnable } from '../manager.js';
 import type { Metrics } from '../metrics.js';
+import { dialectFor, ignoreLabels, STACKABLE_ENABLED_LABEL, type CompatMode } from '../compat/stackable.js';
 import { ENABLED_LABEL, IGNORE_LABEL, type VersionLookup } from './annotations.js';
 import { DigestKeySource } from './digest-key.js';
 import { DigestReader } from './digest-reader.js';
@@ -65,6 +66,8 @@ export interface RestarterControllerOptions {
   instance?: string;
   /** rollguard's own namespace, where the digest key Secret lives; omitted: no data check (every version bump rolls). */
   ownNamespace?: string;
+  /** 'stackable': also commons-operator's label, keys, values and opt-outs (src/compat/stackable.ts). */
+  compat?: CompatMode;
 }
 
 export interface CacheStatus {
@@ -113,14 +116,14 @@ const PLURALS: Record<ObjectKind, string> = { ConfigMap: 'configmaps', Secret: '
  * One object's metadata and the store's current revision, in one quorum list narrowed to the
  * name (no resourceVersion: served from etcd, not from the API server's watch cache).
  */
-async function readFresh(api: RawApi, kind: ObjectKind, namespace: string, name: string): Promise<FreshRead> {
+async function readFresh(api: RawApi, kind: ObjectKind, namespace: string, name: string, ignore: readonly string[]): Promise<FreshRead> {
   const query = new URLSearchParams({ fieldSelector: `metadata.name=${name}`, limit: '1' });
   const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/${PLURALS[kind]}?${query}`;
   const list = (await api.getJson({ path, accept: PARTIAL_METADATA_LIST_ACCEPT })) as { metadata?: { resourceVersion?: unknown }; items?: unknown };
   const revision = typeof list.metadata?.resourceVersion === 'string' ? list.metadata.resourceVersion : '';
   const [item] = Array.isArray(list.items) ? list.items : [];
   if (item === undefined) return { version: undefined, revision };
-  const version = unpackVersion(decodeMetadata(item, IGNORE_LABEL).packed);
+  const version = unpackVersion(decodeMetadata(item, ignore).packed);
   return { version, revision };
 }
 
@@ -130,15 +133,30 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   const log = logger.child({ component: 'restarter' });
 
   const api = new RawApi(opts.kubeConfig);
+  const compat = opts.compat ?? '';
+  const ignore = ignoreLabels(compat, IGNORE_LABEL);
   const metadata: Record<ObjectKind, MetadataCache> = {
-    ConfigMap: createMetadataCache({ name: 'ConfigMap cache', api, plural: 'configmaps', namespaces: opts.namespaces, ignoreLabel: IGNORE_LABEL, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
-    Secret: createMetadataCache({ name: 'Secret cache', api, plural: 'secrets', namespaces: opts.namespaces, ignoreLabel: IGNORE_LABEL, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
+    ConfigMap: createMetadataCache({ name: 'ConfigMap cache', api, plural: 'configmaps', namespaces: opts.namespaces, ignoreLabel: ignore, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
+    Secret: createMetadataCache({ name: 'Secret cache', api, plural: 'secrets', namespaces: opts.namespaces, ignoreLabel: ignore, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
   };
   const sets = createStatefulSetCache({ api, namespaces: opts.namespaces, labelSelector: `${ENABLED_LABEL}=true`, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs });
+  // One label selector cannot OR two labels: Stackable's opt-in is a second label-filtered watch.
+  const stackableSets =
+    compat === 'stackable'
+      ? createStatefulSetCache({ api, namespaces: opts.namespaces, labelSelector: `${STACKABLE_ENABLED_LABEL}=true`, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs })
+      : undefined;
+  const setStores = [sets.store, ...(stackableSets ? [stackableSets.store] : [])];
+  const anySet = (namespace: string, name: string): V1StatefulSet | undefined => {
+    for (const store of setStores) {
+      const set = store.get(namespace, name);
+      if (set) return set;
+    }
+    return undefined;
+  };
   metrics.watchCacheAge('ConfigMap', () => metadata.ConfigMap.informer.lastEventAgeSeconds());
   metrics.watchCacheAge('Secret', () => metadata.Secret.informer.lastEventAgeSeconds());
   metrics.watchCacheAge('StatefulSet', () => sets.informer.lastEventAgeSeconds());
-  const informers = [metadata.ConfigMap.informer, metadata.Secret.informer, sets.informer];
+  const informers = [metadata.ConfigMap.informer, metadata.Secret.informer, sets.informer, ...(stackableSets ? [stackableSets.informer] : [])];
   const index = new ReverseIndex();
   const apps = opts.kubeConfig.makeApiClient(AppsV1Api);
   const events = new EventRecorder({ kubeConfig: opts.kubeConfig, component: COMPONENT, instance: opts.instance, logger: log });
@@ -153,11 +171,12 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   const digestKeys = opts.ownNamespace !== undefined ? new DigestKeySource(opts.kubeConfig, opts.ownNamespace) : undefined;
   const digestReader = digestKeys ? new DigestReader(api, () => digestKeys.keys(), (kind) => metrics.dataReads.inc({ kind })) : undefined;
   const reconciler = new Reconciler({
-    statefulSet: (namespace, name) => sets.store.get(namespace, name),
+    statefulSet: anySet,
+    dialectOf: (labels) => dialectFor(labels, compat),
     lookup,
     cachesSynced,
     cacheProgress: (kind, namespace) => metadata[kind].informer.resourceVersion(namespace),
-    readFresh: (kind, namespace, name) => readFresh(api, kind, namespace, name),
+    readFresh: (kind, namespace, name) => readFresh(api, kind, namespace, name, ignore),
     minRestartIntervalMs: opts.minRestartIntervalMs ?? DEFAULT_MIN_RESTART_INTERVAL_MS,
     patchStatefulSet: (namespace, name, ops) => apps.patchNamespacedStatefulSet({ name, namespace, body: ops }),
     events,
@@ -179,7 +198,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     workers: opts.workers ?? DEFAULT_WORKERS,
     debounceMs: opts.debounceMs ?? DEFAULT_DEBOUNCE_MS,
     resyncPeriodMs: opts.resyncPeriodMs ?? DEFAULT_RESYNC_PERIOD_MS,
-    keys: () => sets.store.list().map((set) => objectKey(set.metadata?.namespace ?? '', set.metadata?.name ?? '')),
+    keys: () => [...new Set(setStores.flatMap((store) => store.list().map((set) => objectKey(set.metadata?.namespace ?? '', set.metadata?.name ?? ''))))],
     syncs: informers,
     term: () => ({ reconciler }),
     describe: (key) => `StatefulSet ${key}`,
@@ -189,13 +208,16 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   });
 
   // The index is kept on every replica, leader or not, so a new leader starts with it whole.
-  sets.store.onEvent((event: ObjectEvent<V1StatefulSet>) => {
-    metrics.cachedObjects.set({ kind: 'StatefulSet' }, sets.store.size());
+  const onSetEvent = (event: ObjectEvent<V1StatefulSet>): void => {
+    metrics.cachedObjects.set({ kind: 'StatefulSet' }, setStores.reduce((n, store) => n + store.size(), 0));
     const effect = statefulSetEventEffect(event);
-    if (effect.index === 'remove') index.removeSet(effect.key);
-    else if (effect.index) index.setReferences(effect.key, event.current?.metadata?.namespace ?? '', effect.index);
-    if (effect.wake) controller.enqueue({ key: effect.key, debounce: true });
-  });
+    // a set with both labels that lost one is still in the other watch
+    const still = effect.index === 'remove' ? anySet(event.previous?.metadata?.namespace ?? '', event.previous?.metadata?.name ?? '') : undefined;
+    if (effect.index === 'remove' && !still) index.removeSet(effect.key);
+    else if (effect.index && effect.index !== 'remove') index.setReferences(effect.key, event.current?.metadata?.namespace ?? '', effect.index);
+    if (effect.wake || still) controller.enqueue({ key: effect.key, debounce: true });
+  };
+  for (const store of setStores) store.onEvent(onSetEvent);
   for (const kind of ['ConfigMap', 'Secret'] as const) {
     const { store } = metadata[kind];
     store.onEvent(() => metrics.cachedObjects.set({ kind }, store.size()));

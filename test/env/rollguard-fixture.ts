@@ -23,6 +23,8 @@ export interface RollguardFixtureOptions {
   args?: string[];
   /** e.g. podIps 'distinct', for a fake application that listens on each pod's own address */
   kubelet?: FakeKubeletOptions;
+  /** 'stackable': rollguard runs with --compat stackable and its webhook has the second entry */
+  compat?: 'stackable';
 }
 
 /**
@@ -55,10 +57,11 @@ export async function startRollguardFixture(opts: RollguardFixtureOptions): Prom
         `--namespace=${own}`,
         `--watch-namespaces=${ns}`,
         `--webhook-configuration=${opts.webhook === 'registered' ? ns : ''}`,
+        ...(opts.compat ? [`--compat=${opts.compat}`] : []),
         ...(opts.args ?? []),
       ],
     });
-    if (opts.webhook === 'registered') webhook = await registerWebhook(kc, { name: ns, port: rollguard.webhookPort, namespace: ns });
+    if (opts.webhook === 'registered') webhook = await registerWebhook(kc, { name: ns, port: rollguard.webhookPort, namespace: ns, compat: opts.compat });
     await rollguard.waitReady();
     return { ns, own, rollguard, kubelet, teardown };
   } catch (err) {

@@ -43,7 +43,8 @@ describe('rollguard dev', () => {
       const held = await holdPort(port);
       if (held) holders.push(held);
     }
-    child = spawn(process.execPath, [CLI, 'dev', `--dev-dir=${devDir}`], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    // --compat stackable: the kuttl suite has Stackable cases too (rollguard's own label is honoured as well)
+    child = spawn(process.execPath, [CLI, 'dev', `--dev-dir=${devDir}`, '--compat=stackable'], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
     exited = new Promise((resolve) => child!.on('exit', (code) => resolve(code)));

@@ -87,7 +87,9 @@ const RENDERINGS: Rendering[] = [
   { name: 'kustomize no-webhook', render: kustomize('overlays/no-webhook') },
   { name: 'kustomize cert-manager', render: kustomize('overlays/cert-manager') },
   { name: 'kustomize one-namespace', render: kustomize('overlays/one-namespace') },
+  { name: 'kustomize stackable', render: kustomize('overlays/stackable') },
   { name: 'helm defaults', render: helmTemplate('rollguard', [], OWN_NAMESPACE) },
+  { name: 'helm compat=stackable', render: helmTemplate('rollguard', ['compat=stackable'], OWN_NAMESPACE) },
   { name: 'helm webhook.enabled=false', render: helmTemplate('rollguard', ['webhook.enabled=false'], OWN_NAMESPACE) },
   { name: 'helm tls.certManager.enabled=true', render: helmTemplate('rollguard', ['tls.certManager.enabled=true'], OWN_NAMESPACE) },
   {
@@ -262,6 +264,11 @@ describe('deploy manifests', () => {
       }
       if (namespaced) expect(clusterRules.some((r) => r.resources?.includes(resource)), `no cluster-wide ${resource}`).toBe(false);
     }
+    // the expires-at Pod restarter evicts, only under --compat stackable
+    for (const scope of namespaced ? config.watchNamespaces : ['cluster']) {
+      const rules = scope === 'cluster' ? clusterRules : rulesFor(objects, deploy, scope);
+      expect(allows(rules, '', 'pods/eviction', 'create'), `create pods/eviction in ${scope}`).toBe(config.compat === 'stackable');
+    }
 
     const mwc = 'mutatingwebhookconfigurations';
     if (config.webhookConfiguration !== '') {
@@ -324,6 +331,20 @@ describe('deploy manifests', () => {
       expect(container.livenessProbe?.httpGet).toMatchObject({ path: '/healthz', port: 'admin' });
     },
   );
+
+  it.each(['kustomize stackable', 'helm compat=stackable'])('%s: one webhook entry per opt-in label, and the fence widened for the Stackable keys and evictions', (name) => {
+    const objects = objectsOf(name);
+    expect(rollguardConfig(only<V1Deployment>(objects, 'Deployment')).compat).toBe('stackable');
+    const hooks = only<V1MutatingWebhookConfiguration>(objects, 'MutatingWebhookConfiguration').webhooks ?? [];
+    expect(hooks.map((h) => [h.name, h.objectSelector])).toEqual([
+      ['statefulsets.rollguard.io', { matchLabels: { [ENABLED_LABEL]: 'true' } }],
+      ['stackable-statefulsets.rollguard.io', { matchLabels: { 'restarter.stackable.tech/enabled': 'true' } }],
+    ]);
+    expect(hooks[1]).toEqual({ ...hooks[0], name: hooks[1]!.name, objectSelector: hooks[1]!.objectSelector });
+    const policy = (n: string): string => JSON.stringify(objects.find((o) => o.kind === 'ValidatingAdmissionPolicy' && o.metadata?.name === n));
+    expect(policy('rollguard-fence-statefulsets')).toContain("'configmap.restarter.stackable.tech/', 'secret.restarter.stackable.tech/'");
+    expect(policy('rollguard-fence-writes')).toContain("'/pods/eviction': ['CREATE']");
+  });
 
   it.each(['kustomize no-webhook', 'helm webhook.enabled=false'])('%s: no webhook configuration and nothing to inject', (name) => {
     const objects = objectsOf(name);
