@@ -77,6 +77,8 @@ describe('connections to the API server', () => {
     // each change: one GET (the data check), SETS patches, SETS Events
     const calls = CHANGES * (1 + 2 * SETS);
     const opened = proxy.accepted() - before;
-    expect(opened, `${opened} connections opened for about ${calls} API calls`).toBeLessThanOrEqual(4);
+    // a pool opens a socket per call running at once (4 workers, the Event writer, the data
+    // check's GET), and keeps them: 3 here on a quiet machine; a connection per call is 63 or more
+    expect(opened, `${opened} connections opened for about ${calls} API calls`).toBeLessThanOrEqual(10);
   });
 });
