@@ -1,6 +1,7 @@
 import type { VersionLookup } from '../restarter/annotations.js';
 import type { ObjectKind } from '../restarter/references.js';
 import { isJsonObject } from '../kube/json.js';
+import { WORKLOAD_KINDS } from '../kube/workloads.js';
 import { composeMutators, type Mutator } from './mutators.js';
 import { restarterMutator } from './restarter-mutator.js';
 import { admissionResponseFor, type AdmissionOperation, type AdmissionRequest, type AdmissionReview } from './review.js';
@@ -23,7 +24,7 @@ interface Route {
   operations: readonly AdmissionOperation[];
 }
 
-const ROUTES: readonly Route[] = [{ group: 'apps', version: 'v1', kind: 'StatefulSet', operations: ['CREATE', 'UPDATE'] }];
+const ROUTES: readonly Route[] = WORKLOAD_KINDS.map((kind) => ({ group: 'apps', version: 'v1', kind, operations: ['CREATE', 'UPDATE'] }));
 
 function routed(request: AdmissionRequest): boolean {
   const { group, version, kind } = request.kind;
