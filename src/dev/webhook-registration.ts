@@ -1,4 +1,5 @@
 import { AdmissionregistrationV1Api, type KubeConfig, type V1LabelSelector } from '@kubernetes/client-node';
+import { WORKLOAD_PLURALS } from '../kube/workloads.js';
 import { ENABLED_LABEL } from '../restarter/annotations.js';
 
 export interface WebhookRegistration {
@@ -9,7 +10,7 @@ export interface WebhookRegistration {
 export interface WebhookRegistrationOptions {
   name: string;
   port: number;
-  /** the namespaces whose StatefulSets go through the webhook */
+  /** the namespaces whose labelled StatefulSets, Deployments and DaemonSets go through the webhook */
   namespaceSelector: V1LabelSelector;
   failurePolicy?: 'Ignore' | 'Fail';
   timeoutSeconds?: number;
@@ -28,7 +29,7 @@ export async function registerWebhook(kc: KubeConfig, opts: WebhookRegistrationO
         {
           name: 'statefulsets.rollguard.io',
           clientConfig: { url: `https://127.0.0.1:${opts.port}/mutate` },
-          rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: ['statefulsets'] }],
+          rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: Object.values(WORKLOAD_PLURALS) }],
           objectSelector: { matchLabels: { [ENABLED_LABEL]: 'true' } },
           namespaceSelector: opts.namespaceSelector,
           failurePolicy: opts.failurePolicy ?? 'Ignore',
