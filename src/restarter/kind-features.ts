@@ -20,6 +20,16 @@ const STATEFULSET_ONLY: readonly StatefulSetFeature[] = [
   { feature: 'primary handover', asks: (key) => key === 'rollguard.io/primary-selector' || key.startsWith('rollguard.io/handover') },
 ];
 
+/**
+ * Whether a change of the workload's own annotations makes a new generation: a Deployment's do
+ * (the API server bumps it, since they are copied to its ReplicaSets); a StatefulSet's and a
+ * DaemonSet's do not. rollguard then writes its bookkeeping (digest records) only with a
+ * template write, so that a Deployment created with the webhook keeps generation 1.
+ */
+export function annotationWritesBumpGeneration(kind: WorkloadKind): boolean {
+  return kind === 'Deployment';
+}
+
 export interface UnsupportedRequest {
   feature: string;
   annotations: string[];

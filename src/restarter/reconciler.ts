@@ -22,7 +22,7 @@ import {
   type VersionLookup,
 } from './annotations.js';
 import { describeChange } from './change-text.js';
-import { REASON_UNSUPPORTED_FOR_KIND, unsupportedFeatures, unsupportedMessage } from './kind-features.js';
+import { REASON_UNSUPPORTED_FOR_KIND, annotationWritesBumpGeneration, unsupportedFeatures, unsupportedMessage } from './kind-features.js';
 import { baselineRecord, judgeRead, needsBaseline } from './data-check.js';
 import type { DigestRead } from './digest-reader.js';
 import { DIGESTS_ANNOTATION, formatDigestRecords, parseDigestRecords } from './digests.js';
@@ -172,7 +172,7 @@ export class Reconciler {
   private readonly inDoubt = new Map<string, WriteInDoubt>();
   /** Sets whose current deferral has had its Event. */
   private readonly deferred = new Set<string>();
-  /** Workloads told that a feature they ask for is StatefulSets only: what was told, so it is told once per generation. */
+  /** Workloads told that a feature they ask for is StatefulSets only: what was told, so that it is told once, not with every rollout. */
   private readonly toldUnsupported = new Map<string, string>();
   private readonly now: () => Date;
   /** The digest key id last seen; a record under another one is re-keyed (a rotation). */
@@ -195,7 +195,7 @@ export class Reconciler {
     await this.settleInDoubt(key, set);
     if (set.metadata?.annotations?.[RESTART_REASON_ANNOTATION] !== undefined) return this.explainAdmission(key, set);
 
-    let plan = this.plan(set);
+    let plan = this.plan(kind, set);
     if (!plan) return this.forget(key);
     let fromTheFuture: Map<string, ObjectVersion | undefined> | undefined;
     if (plan.heldBack.length > 0) {
@@ -213,7 +213,7 @@ export class Reconciler {
     await deps.restartLimiter.take(signal);
     // The wait for a turn may have been long: plan again from what the caches hold now.
     const fresh = this.enabledSet(kind, namespace, name);
-    let again = fresh ? this.plan(fresh) : undefined;
+    let again = fresh ? this.plan(kind, fresh) : undefined;
     if (!again) return {};
     if (fromTheFuture && again.heldBack.length > 0) again = withFreshVersions(again, fromTheFuture);
     if (again.heldBack.length > 0) return { requeueAfterMs: 0 };
@@ -250,7 +250,7 @@ export class Reconciler {
     return set;
   }
 
-  private plan(set: Workload): Plan | undefined {
+  private plan(kind: WorkloadKind, set: Workload): Plan | undefined {
     const namespace = set.metadata?.namespace ?? '';
     const result = planAnnotations({
       namespace,
@@ -265,7 +265,9 @@ export class Reconciler {
     const wantFrozen = result.frozen.length > 0 ? result.frozen.join(',') : null;
     const haveFrozen = set.metadata?.annotations?.[FROZEN_ANNOTATION] ?? null;
     const frozen = wantFrozen === haveFrozen ? undefined : wantFrozen;
-    if (changes.length === 0 && frozen === undefined && result.heldBack.length === 0 && !this.mayNeedRecords(set, result.desired)) return undefined;
+    // where a write of the workload's own annotations is a new generation, records wait for a template write
+    const records = !annotationWritesBumpGeneration(kind) && this.mayNeedRecords(set, result.desired);
+    if (changes.length === 0 && frozen === undefined && result.heldBack.length === 0 && !records) return undefined;
     return { set, desired: result.desired, changes, heldBack: result.heldBack, frozen };
   }
 
@@ -384,6 +386,8 @@ export class Reconciler {
 
   /** Only the frozen list or the digest records differ: a write of the set's own metadata, which rolls nothing. */
   private async writeFrozen(key: string, plan: Plan): Promise<ReconcileResult> {
+    // digest records alone are not worth a new generation; they ride along with the next write
+    if (plan.frozen === undefined && annotationWritesBumpGeneration(splitWorkloadKey(key).kind)) return {};
     const ops = [...this.frozenOps(plan), ...this.digestOps(plan)];
     if (ops.length === 0) return {};
     await this.patch(key, plan.set, [{ op: 'test', path: '/metadata/resourceVersion', value: plan.set.metadata?.resourceVersion ?? '' }, ...ops], 'the frozen references and data digests');
@@ -524,7 +528,8 @@ export class Reconciler {
 
   /**
    * A Deployment or DaemonSet that asks for a StatefulSet-only feature gets a Warning that says
-   * so, once per generation and request (a resync or a status write tells nothing again).
+   * so, once per object and request (its annotations and their values): a resync, a status write
+   * or a rollout tells nothing again; a changed request, or a new leader, tells it once more.
    */
   private async tellUnsupported(key: string, kind: WorkloadKind, set: Workload): Promise<void> {
     const requests = unsupportedFeatures(kind, set.metadata?.annotations);
@@ -532,7 +537,8 @@ export class Reconciler {
       this.toldUnsupported.delete(key);
       return;
     }
-    const told = JSON.stringify([set.metadata?.uid, set.metadata?.generation, requests]);
+    const asked = Object.fromEntries(requests.flatMap((r) => r.annotations).map((k) => [k, set.metadata?.annotations?.[k]]));
+    const told = JSON.stringify([set.metadata?.uid, asked]);
     if (this.toldUnsupported.get(key) === told) return;
     this.toldUnsupported.set(key, told);
     const message = unsupportedMessage(kind, requests);

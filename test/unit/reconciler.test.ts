@@ -165,7 +165,7 @@ describe('Reconciler', () => {
     expect((await h.metrics.restarts.get()).values).toEqual([expect.objectContaining({ labels: { kind: 'ConfigMap', workload_kind: kind }, value: 1 })]);
   });
 
-  it('warns once per generation that a health-gated Deployment is not stepped, and still keeps its annotations', async () => {
+  it('warns once that a health-gated Deployment is not stepped, also across its rollouts, and still keeps its annotations', async () => {
     const gated = (generation: number): V1StatefulSet => {
       const s = set({ [CM]: 'u1/845', [SECRET]: 'u2/3' });
       s.metadata = { ...s.metadata, generation, annotations: { 'rollguard.io/rollout': 'health-gated' } };
@@ -183,14 +183,14 @@ describe('Reconciler', () => {
     expect(next.events, 'a StatefulSet may ask for it').toEqual([]);
   });
 
-  it('warns again for a new generation', async () => {
-    let generation = 1;
+  it('warns again when the request changes, not when the generation does', async () => {
     const cached = set({ [CM]: 'u1/845', [SECRET]: 'u2/3' });
     const h = harness({ cached, versions });
-    cached.metadata = { ...cached.metadata, annotations: { 'rollguard.io/primary-selector': 'role=primary' } };
-    Object.defineProperty(cached.metadata, 'generation', { get: () => generation });
+    cached.metadata = { ...cached.metadata, generation: 1, annotations: { 'rollguard.io/primary-selector': 'role=primary' } };
     await h.reconciler.reconcile('DaemonSet/ns/web', signal);
-    generation = 2;
+    cached.metadata.generation = 2;
+    await h.reconciler.reconcile('DaemonSet/ns/web', signal);
+    cached.metadata.annotations = { 'rollguard.io/primary-selector': 'role=leader' };
     await h.reconciler.reconcile('DaemonSet/ns/web', signal);
     await h.reconciler.reconcile('DaemonSet/ns/web', signal);
     expect(h.events.map((e) => e.split(':')[0])).toEqual(['DaemonSet ns/web@100 Warning UnsupportedForKind', 'DaemonSet ns/web@100 Warning UnsupportedForKind']);
