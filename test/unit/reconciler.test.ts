@@ -394,6 +394,24 @@ describe('Reconciler', () => {
       ]);
     });
 
+    it('a Deployment: no write of its own annotations alone, which would be a new generation; the change is still not rolled', async () => {
+      const reads: string[] = [];
+      const h = harness({ cached: withRecords('u1/812'), versions, data: dataOf({ a: 'aa' }, reads) });
+      await expect(h.reconciler.reconcile('Deployment/ns/web', signal)).resolves.toEqual({});
+      expect(reads).toEqual(['ConfigMap/app@u1/845']);
+      expect(h.patches).toEqual([]);
+      expect(h.events).toEqual([]);
+      // no record at all (annotated by the webhook at creation): nothing read or written until a change
+      const fresh = harness({ cached: set({ [CM]: 'u1/845', [SECRET]: 'u2/3' }), versions, data: dataOf({ a: 'aa' }, reads) });
+      await expect(fresh.reconciler.reconcile('Deployment/ns/web', signal)).resolves.toEqual({});
+      expect(fresh.patches).toEqual([]);
+      const statefulSet = harness({ cached: set({ [CM]: 'u1/845', [SECRET]: 'u2/3' }), versions, data: dataOf({ a: 'aa' }, reads) });
+      await statefulSet.reconciler.reconcile('StatefulSet/ns/web', signal);
+      expect(statefulSet.patches.map((ops) => ops.map((op) => op.path)), 'a StatefulSet gets its baseline records at once').toEqual([
+        ['/metadata/resourceVersion', '/metadata/annotations'],
+      ]);
+    });
+
     it('once recorded, nothing is read again and nothing written', async () => {
       const reads: string[] = [];
       const h = harness({ cached: withRecords('u1/845'), versions, data: dataOf({ a: 'aa' }, reads) });
