@@ -46,5 +46,6 @@ describe('kuttl cases', () => {
     expect(summary).toMatch(/PASS: kuttl\/harness\/webhook-annotates-at-creation/);
     expect(summary).toMatch(/PASS: kuttl\/harness\/configmap-change-rolls/);
     expect(summary).toMatch(/PASS: kuttl\/harness\/created-before-configmap/);
+    expect(summary).toMatch(/PASS: kuttl\/harness\/deployment-rolled-once/);
   }, KUTTL_TIMEOUT_MS + 10_000);
 });
