@@ -27,13 +27,20 @@ describe('workload keys', () => {
 });
 
 describe('decodeWorkload', () => {
-  it.each(WORKLOAD_KINDS)('%s: wire JSON to the typed model, the template where it was', (kind) => {
+  it.each(WORKLOAD_KINDS)('%s: wire JSON to the typed model, the template where it was, managedFields dropped', (kind) => {
     const decoded = decodeWorkload(kind, {
-      metadata: { name: 'db', namespace: 'shop', resourceVersion: '7', creationTimestamp: '2026-12-01T10:00:00Z' },
+      metadata: {
+        name: 'db',
+        namespace: 'shop',
+        resourceVersion: '7',
+        creationTimestamp: '2026-12-01T10:00:00Z',
+        managedFields: [{ manager: 'kubectl', operation: 'Apply', fieldsType: 'FieldsV1', fieldsV1: { 'f:spec': {} } }],
+      },
       spec: { selector: {}, template: { metadata: { annotations: { a: '1' } }, spec: { containers: [{ name: 'app' }] } } },
     });
     expect(decoded.metadata?.creationTimestamp).toBeInstanceOf(Date);
     expect(decoded.spec?.template.metadata?.annotations).toEqual({ a: '1' });
+    expect(decoded.metadata?.managedFields, 'not cached').toBeUndefined();
   });
 
   it.each(WORKLOAD_KINDS)('%s: refuses an object without name or resourceVersion, naming the kind', (kind) => {
