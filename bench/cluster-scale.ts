@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import https from 'node:https';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../src/kube/kubeconfig.js';
 import { startControlPlane } from '../src/dev/control-plane.js';
 import { ENABLED_LABEL, annotationKey } from '../src/restarter/annotations.js';
 import { createCertificateAuthority, createSignedCertificate } from '../src/tls/certificates.js';
@@ -32,6 +33,29 @@ const ADMISSION_RATE = 100;
 const SETTLE_MS = 30_000;
 const QUIET_AFTER_RESTART_MS = 20_000;
 const NS_PREFIX = 'scale-';
+
+/** The TCP connections a process holds, by state, from /proc (no ss or lsof needed). */
+function connectionsOf(pid: number): string {
+  const inodes = new Set<string>();
+  for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+    const target = (() => {
+      try {
+        return fs.readlinkSync(`/proc/${pid}/fd/${fd}`);
+      } catch {
+        return '';
+      }
+    })();
+    const m = /^socket:\[(\d+)\]$/.exec(target);
+    if (m) inodes.add(m[1]!);
+  }
+  const states = new Map<string, number>();
+  for (const line of fs.readFileSync(`/proc/${pid}/net/tcp`, 'utf8').split('\n').slice(1)) {
+    const cols = line.trim().split(/\s+/);
+    if (cols.length < 10 || !inodes.has(cols[9]!)) continue;
+    states.set(cols[3]!, (states.get(cols[3]!) ?? 0) + 1);
+  }
+  return [...states].map(([state, n]) => `${n} in state 0x${state}`).join(', ') || 'none';
+}
 const PAYLOAD = 'x'.repeat(512);
 
 type Request = (method: string, path: string, body?: unknown, contentType?: string) => Promise<{ status: number; json: unknown }>;
@@ -264,8 +288,7 @@ async function main(): Promise<void> {
   const reuse = process.env.BENCH_KUBECONFIG;
   const cp = reuse ? undefined : await startControlPlane({ controllerManager: false });
   const kubeconfigPath = reuse ?? cp!.kubeconfigPath;
-  const kc = new KubeConfig();
-  kc.loadFromFile(kubeconfigPath);
+  const kc = loadKubeConfig(kubeconfigPath);
   const ca = await createCertificateAuthority({ commonName: 'bench-ca', validitySeconds: 3600, keyBits: 2048 });
   const dir = certDir(await createSignedCertificate(ca, { commonName: 'bench', ipAddresses: ['127.0.0.1'], usage: 'server', validitySeconds: 3600, keyBits: 2048 }));
   const { request, agentOptions, server } = await apiClient(kc);
@@ -302,7 +325,11 @@ async function main(): Promise<void> {
     const written = performance.now();
     const budget = (STORM / PACE + 120) * 1000;
     // past the budget the figures below say how far it got
-    await waitUntil(`${STORM} sets patched`, budget, async () => watch.patches.length - before >= STORM).catch((err: Error) => console.log(`  ${err.message}`));
+    const running = rg;
+    await waitUntil(`${STORM} sets patched`, budget, async () => watch.patches.length - before >= STORM).catch(async (err: Error) => {
+      console.log(`  ${err.message}; rollguard's /status says: ${JSON.stringify(((await running.status().catch(() => ({}))) as { reconcile?: unknown }).reconcile)}`);
+      console.log(`  its TCP connections: ${connectionsOf(running.child.pid!)}`);
+    });
     // a little longer, to see any second patch
     await new Promise((r) => setTimeout(r, 5_000));
     await admission.stop();

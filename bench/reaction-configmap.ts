@@ -1,23 +1,32 @@
 import { AppsV1Api, CoreV1Api, KubeConfig, Watch, type V1StatefulSet } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { startControlPlane } from '../src/dev/control-plane.js';
+import { loadKubeConfig } from '../src/kube/kubeconfig.js';
 import { Manager } from '../src/manager.js';
 import { createMetrics } from '../src/metrics.js';
 import { ENABLED_LABEL, annotationKey } from '../src/restarter/annotations.js';
 import { createRestarterController } from '../src/restarter/controller.js';
 
-// Reaction time of the reconcile loop: from a ConfigMap update to the patched StatefulSet, seen
-// by an independent watch, over 200 updates with 500 labelled sets (debounce off, no pacing).
-// Twice in one process: without the data check (the reference), then with it (one GET and an HMAC
-// per change), printing the ratio and the GETs per change. Prints figures; asserts nothing. Run: npx tsc -p tsconfig.json && node dist/bench/reaction-configmap.js
+// Reaction time of the reconcile loop: from a ConfigMap update to the patched StatefulSets, seen
+// by an independent watch (debounce off, no pacing), in two shapes of 500 labelled sets:
+// - one ConfigMap per set, 200 updates: update → that set's patch;
+// - one ConfigMap shared by all sets, 10 updates: update → the last of the 500 patches.
+// Each shape twice in one process: without the data check (the reference), then with it (one GET
+// and an HMAC per change), printing the ratios and the GETs per change. Prints figures; asserts
+// nothing. Run: npx tsc -p tsconfig.json && node dist/bench/reaction-configmap.js
 
 const SETS = Number(process.env.BENCH_SETS ?? 500);
 const UPDATES = Number(process.env.BENCH_UPDATES ?? 200);
+const SHARED_UPDATES = Number(process.env.BENCH_SHARED_UPDATES ?? 10);
 const CREATE_CONCURRENCY = 16;
 const TARGET_P99_MS = 1_000;
 /** An update not seen patched within this long is reported as lost. */
 const UPDATE_DEADLINE_MS = 10_000;
+const SHARED_DEADLINE_MS = 120_000;
+
+type Shape = 'per-set' | 'shared';
 
 async function inParallel(count: number, job: (i: number) => Promise<unknown>): Promise<void> {
   let next = 0;
@@ -32,21 +41,27 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
 }
 
-async function main(): Promise<void> {
-  const reuse = process.env.BENCH_KUBECONFIG;
-  const cp = reuse ? undefined : await startControlPlane({ controllerManager: false });
-  const kc = new KubeConfig();
-  kc.loadFromFile(reuse ?? cp!.kubeconfigPath);
+const sum = async (metric: { get(): Promise<{ values: { value: number }[] }> }): Promise<number> => (await metric.get()).values.reduce((total, v) => total + v.value, 0);
+const fmt = (ms: number): string => `${ms.toFixed(1)} ms`;
+
+interface Run {
+  label: string;
+  p50: number;
+  p99: number;
+}
+
+async function scenario(kc: KubeConfig, shape: Shape, logger: Logger): Promise<Run[]> {
   const core = kc.makeApiClient(CoreV1Api);
   const apps = kc.makeApiClient(AppsV1Api);
-  const namespace = `reaction-${Math.random().toString(36).slice(2, 8)}`;
-  const logger = pino({ level: 'warn' });
+  const namespace = `reaction-${shape}-${Math.random().toString(36).slice(2, 8)}`;
+  const configMapOf = (i: number): string => (shape === 'shared' ? 'shared' : `cfg-${i}`);
+  const updates = shape === 'shared' ? SHARED_UPDATES : UPDATES;
   let manager: Manager | undefined;
   let watchRequest: AbortController | undefined;
   try {
     await core.createNamespace({ body: { metadata: { name: namespace } } });
     const created = performance.now();
-    await inParallel(SETS, (i) => core.createNamespacedConfigMap({ namespace, body: { metadata: { name: `cfg-${i}` }, data: { v: '0' } } }));
+    await inParallel(shape === 'shared' ? 1 : SETS, (i) => core.createNamespacedConfigMap({ namespace, body: { metadata: { name: configMapOf(i) }, data: { v: '0' } } }));
     await inParallel(SETS, (i) => {
       const name = `set-${i}`;
       const body: V1StatefulSet = {
@@ -57,18 +72,18 @@ async function main(): Promise<void> {
           selector: { matchLabels: { app: name } },
           template: {
             metadata: { labels: { app: name } },
-            spec: { containers: [{ name: 'app', image: 'registry.example/app:1', envFrom: [{ configMapRef: { name: `cfg-${i}` } }] }] },
+            spec: { containers: [{ name: 'app', image: 'registry.example/app:1', envFrom: [{ configMapRef: { name: configMapOf(i) } }] }] },
           },
         },
       };
       return apps.createNamespacedStatefulSet({ namespace, body });
     });
-    console.log(`created ${SETS} ConfigMaps and ${SETS} labelled StatefulSets in ${((performance.now() - created) / 1000).toFixed(1)} s`);
+    const what = shape === 'shared' ? `${SETS} labelled StatefulSets on one ConfigMap` : `${SETS} ConfigMaps and ${SETS} labelled StatefulSets`;
+    console.log(`[${shape}] created ${what} in ${((performance.now() - created) / 1000).toFixed(1)} s`);
 
-    // The observer: when each set's annotation for its ConfigMap took each value.
+    // The observer: what each set's annotation for its ConfigMap says, and when it last changed.
     const seen = new Map<string, { value: string; at: number }>();
-    const waiters = new Map<string, { value: string; resolve: (at: number) => void }>();
-    const key = (i: number): string => annotationKey('ConfigMap', `cfg-${i}`);
+    const waiters = new Set<{ names: Set<string>; value: string; resolve: (at: number) => void }>();
     watchRequest = await new Watch(kc).watch(
       `/apis/apps/v1/namespaces/${namespace}/statefulsets`,
       {},
@@ -76,25 +91,48 @@ async function main(): Promise<void> {
         const at = performance.now();
         const name = set.metadata?.name ?? '';
         const i = Number(name.slice('set-'.length));
-        const value = set.spec?.template.metadata?.annotations?.[key(i)];
+        const value = set.spec?.template.metadata?.annotations?.[annotationKey('ConfigMap', configMapOf(i))];
         if (value === undefined) return;
         seen.set(name, { value, at });
-        const waiter = waiters.get(name);
-        if (waiter?.value === value) {
-          waiters.delete(name);
-          waiter.resolve(at);
+        for (const waiter of waiters) {
+          if (waiter.value !== value || !waiter.names.delete(name)) continue;
+          if (waiter.names.size === 0) {
+            waiters.delete(waiter);
+            waiter.resolve(at);
+          }
         }
       },
       (err: unknown) => {
         if (err && !(err instanceof Error && err.name === 'AbortError')) console.error('observer watch ended:', err);
       },
     );
+    /** When every named set shows `value`; undefined after `deadlineMs`. */
+    const patchedAll = (names: string[], value: string, deadlineMs: number): Promise<number | undefined> => {
+      const missing = new Set(names.filter((n) => seen.get(n)?.value !== value));
+      if (missing.size === 0) return Promise.resolve(Math.max(...names.map((n) => seen.get(n)!.at)));
+      const waiter = { names: missing, value, resolve: (_at: number) => {} };
+      const patched = new Promise<number>((resolve) => (waiter.resolve = resolve));
+      waiters.add(waiter);
+      const timeout = new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), deadlineMs).unref());
+      return Promise.race([patched, timeout]).then((at) => {
+        waiters.delete(waiter);
+        return at;
+      });
+    };
 
-    const runs: { label: string; p50: number; p99: number }[] = [];
-    for (const dataCheck of [false, true]) {
+    const runs: Run[] = [];
+    const variants = [
+      { dataCheck: false, pooled: true },
+      { dataCheck: true, pooled: true },
+      // the last: client-node's own KubeConfig, a new connection pool (TCP + TLS) for every call
+      ...(shape === 'shared' ? [{ dataCheck: true, pooled: false }] : []),
+    ];
+    for (const { dataCheck, pooled } of variants) {
       const runMetrics = createMetrics(new Registry());
+      const unpooled = new KubeConfig();
+      unpooled.loadFromString(kc.exportConfig());
       const controller = createRestarterController({
-        kubeConfig: kc,
+        kubeConfig: pooled ? kc : unpooled,
         minRestartIntervalMs: 0,
         namespaces: [namespace],
         logger,
@@ -105,7 +143,7 @@ async function main(): Promise<void> {
         ...(dataCheck ? { ownNamespace: namespace } : {}),
       });
       manager = new Manager(controller.runnables, logger);
-      const label = dataCheck ? 'with the data check' : 'without the data check (reference)';
+      const label = `[${shape}] ${dataCheck ? 'with the data check' : 'without the data check (reference)'}${pooled ? '' : ', a connection per call'}`;
       const started = performance.now();
       await manager.start();
       const deadline = Date.now() + 120_000;
@@ -122,53 +160,71 @@ async function main(): Promise<void> {
         }
       };
       await settle();
-      const readsBefore = (await runMetrics.dataReads.get()).values.reduce((sum, v) => sum + v.value, 0);
+      const readsBefore = await sum(runMetrics.dataReads);
+      const patchesBefore = await sum(runMetrics.patches);
       console.log(`${label}: first pass done ${((performance.now() - started) / 1000).toFixed(2)} s after start, ${readsBefore} GETs`);
 
       const latencies: number[] = [];
       let lost = 0;
-      for (let n = 0; n < UPDATES; n++) {
+      const cpuBefore = process.cpuUsage();
+      for (let n = 0; n < updates; n++) {
         const i = (n * 7) % SETS;
-        const name = `set-${i}`;
+        const names = shape === 'shared' ? Array.from({ length: SETS }, (_, k) => `set-${k}`) : [`set-${i}`];
         const t0 = performance.now();
-        const cm = await core.patchNamespacedConfigMap({ name: `cfg-${i}`, namespace, body: [{ op: 'replace', path: '/data/v', value: `${dataCheck ? 'b' : 'a'}${n + 1}` }] });
+        const cm = await core.patchNamespacedConfigMap({ name: configMapOf(i), namespace, body: [{ op: 'replace', path: '/data/v', value: `${dataCheck ? 'b' : 'a'}${n + 1}` }] });
         const value = `${cm.metadata!.uid}/${cm.metadata!.resourceVersion}`;
-        const patchedAt =
-          seen.get(name)?.value === value
-            ? Promise.resolve(seen.get(name)!.at)
-            : new Promise<number>((resolve) => waiters.set(name, { value, resolve }));
-        const timeout = new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), UPDATE_DEADLINE_MS).unref());
-        const at = await Promise.race([patchedAt, timeout]);
+        const at = await patchedAll(names, value, shape === 'shared' ? SHARED_DEADLINE_MS : UPDATE_DEADLINE_MS);
         if (at === undefined) {
           lost++;
-          waiters.delete(name);
           continue;
         }
         latencies.push(at - t0);
       }
+      const cpu = process.cpuUsage(cpuBefore);
       latencies.sort((a, b) => a - b);
-      const fmt = (ms: number): string => `${ms.toFixed(1)} ms`;
+      const measured = shape === 'shared' ? `ConfigMap update → last of ${SETS} patches seen` : 'ConfigMap update → StatefulSet patch seen';
       console.log(
-        `${label}: ConfigMap update → StatefulSet patch seen, over ${latencies.length} updates with ${SETS} sets: ` +
-          `p50 ${fmt(percentile(latencies, 50))}, p90 ${fmt(percentile(latencies, 90))}, p99 ${fmt(percentile(latencies, 99))}, max ${fmt(latencies.at(-1) ?? NaN)} ` +
-          `(target p99 < ${TARGET_P99_MS} ms)${lost ? `; ${lost} not seen within ${UPDATE_DEADLINE_MS} ms` : ''}`,
+        `${label}: ${measured}, over ${latencies.length} updates: ` +
+          `p50 ${fmt(percentile(latencies, 50))}, p90 ${fmt(percentile(latencies, 90))}, p99 ${fmt(percentile(latencies, 99))}, max ${fmt(latencies.at(-1) ?? NaN)}` +
+          (shape === 'per-set' ? ` (target p99 < ${TARGET_P99_MS} ms)` : '') +
+          (lost ? `; ${lost} not seen in time` : ''),
       );
       await settle();
-      const patches = (await runMetrics.patches.get()).values.reduce((sum, v) => sum + v.value, 0);
-      const reads = (await runMetrics.dataReads.get()).values.reduce((sum, v) => sum + v.value, 0) - readsBefore;
-      console.log(`${label}: patches written: ${patches}; GETs per change: ${(reads / UPDATES).toFixed(2)}`);
+      const patches = (await sum(runMetrics.patches)) - patchesBefore;
+      const reads = (await sum(runMetrics.dataReads)) - readsBefore;
+      // the observer's watch runs in this process too: its share is in the figure
+      const cpuPerPatch = (cpu.user + cpu.system) / 1000 / Math.max(1, patches);
+      console.log(
+        `${label}: patches written: ${patches} (${(patches / updates).toFixed(1)} per change); GETs per change: ${(reads / updates).toFixed(2)}; ` +
+          `CPU of this process per patch: ${cpuPerPatch.toFixed(2)} ms`,
+      );
       runs.push({ label, p50: percentile(latencies, 50), p99: percentile(latencies, 99) });
       await manager.stop();
       manager = undefined;
     }
-    const [reference, checked] = runs;
-    if (reference && checked) {
-      console.log(`data check / reference: p50 ×${(checked.p50 / reference.p50).toFixed(2)} (+${(checked.p50 - reference.p50).toFixed(1)} ms), p99 ×${(checked.p99 / reference.p99).toFixed(2)} (+${(checked.p99 - reference.p99).toFixed(1)} ms)`);
-    }
+    return runs;
   } finally {
     watchRequest?.abort();
     await manager?.stop();
     await core.deleteNamespace({ name: namespace }).catch(() => undefined);
+  }
+}
+
+async function main(): Promise<void> {
+  const reuse = process.env.BENCH_KUBECONFIG;
+  const cp = reuse ? undefined : await startControlPlane({ controllerManager: false });
+  const kc = loadKubeConfig(reuse ?? cp!.kubeconfigPath);
+  const logger = pino({ level: 'warn' });
+  try {
+    const shapes = (process.env.BENCH_SHAPES ?? 'per-set,shared').split(',') as Shape[];
+    for (const shape of shapes) {
+      const [reference, checked, unpooled] = await scenario(kc, shape, logger);
+      const ratio = (what: string, a: Run, b: Run): void =>
+        console.log(`[${shape}] ${what}: p50 ×${(a.p50 / b.p50).toFixed(2)} (${(a.p50 - b.p50).toFixed(1)} ms), p99 ×${(a.p99 / b.p99).toFixed(2)} (${(a.p99 - b.p99).toFixed(1)} ms)`);
+      if (reference && checked) ratio('data check / reference', checked, reference);
+      if (checked && unpooled) ratio('pooled connections / a connection per call', checked, unpooled);
+    }
+  } finally {
     await cp?.stop();
   }
 }

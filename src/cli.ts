@@ -8,6 +8,9 @@ Usage:
   rollguard serve [flags]    run the webhook and the reconcile loop (in-cluster config, or --kubeconfig)
   rollguard dev [flags]      start a local control plane, run rollguard against it with a demo (npm start)
   rollguard status [url]     print the /status of a running rollguard (default http://127.0.0.1:8080)
+  rollguard handover <namespace>/<set> [--kubeconfig=<file>]
+                             ask for a handover of the set's primary role (the leader performs it)
+  rollguard release [flags]  before an uninstall: hand the partitions of health-gated sets back (--help)
   rollguard <command> --help every flag of a command
   rollguard --version
 
@@ -26,6 +29,14 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'status') {
     const { printStatus } = await import('./status-command.js');
     return printStatus(rest[0] ?? 'http://127.0.0.1:8080');
+  }
+  if (command === 'handover') {
+    const { requestHandover } = await import('./handover/command.js');
+    return requestHandover(rest);
+  }
+  if (command === 'release') {
+    const { release } = await import('./release/command.js');
+    return release(rest);
   }
   if (command !== 'serve' && command !== 'dev') {
     console.error(`rollguard: unknown command "${command}"\n\n${USAGE}`);

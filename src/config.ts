@@ -54,7 +54,9 @@ export const FLAGS = [
   { name: 'shutdown-timeout', type: 'duration', default: '25s', min: 1_000, description: 'exit by this time after SIGTERM, whatever is left (fits terminationGracePeriodSeconds 30)', commands: BOTH },
   { name: 'rollout-min-step-interval', type: 'duration', default: '10s', min: 0, description: 'health-gated rollouts: least time between two partition steps of one StatefulSet', commands: BOTH },
   { name: 'rollout-min-ready', type: 'duration', default: '10s', min: 0, description: "health-gated rollouts: how long a pod must be Ready before the next step, when the set's minReadySeconds is 0", commands: BOTH },
+  { name: 'eviction-defer-max', type: 'duration', default: '10m', min: 0, description: 'primary handover: the longest an eviction of a primary is answered 429 (handover in progress) before it is allowed with a warning', commands: BOTH },
   { name: 'allowed-probe-hosts', type: 'list', default: '', description: "health-gated rollouts: hosts a health URL may name besides a Service of the set's namespace or a pod of the set (resolved through DNS; link-local and metadata addresses stay refused); empty: none", commands: BOTH },
+  { name: 'compat', type: 'string', default: '', description: "stackable: also honour Stackable commons-operator's restarter (label restarter.stackable.tech/enabled, its annotation keys and values, its opt-outs) and evict pods at their restarter.stackable.tech/expires-at.* times; empty: rollguard's contract only", commands: BOTH },
   { name: 'log-level', type: 'level', default: 'info', description: `log level: ${LOG_LEVELS.join(', ')}`, commands: BOTH },
   { name: 'dev-dir', type: 'string', default: 'certs/dev', description: 'rollguard dev: where the local control plane keeps its PKI, kubeconfig and logs', commands: ['dev'] },
 ] as const satisfies readonly FlagSpec[];
@@ -214,6 +216,9 @@ function checkCombinations(c: Config, command: 'serve' | 'dev'): void {
     }
     if (c.certRenewBefore >= c.certValidity) {
       throw new ConfigError(`--cert-renew-before (${c.certRenewBefore} ms) must be shorter than --cert-validity (${c.certValidity} ms)`);
+    }
+    if (c.compat !== '' && c.compat !== 'stackable') {
+      throw new ConfigError(`invalid --compat=${JSON.stringify(c.compat)}: expected stackable or empty`);
     }
     for (const ip of c.tlsExtraIps) {
       if (!/^[\d.]+$|^[0-9a-fA-F:]+$/.test(ip)) throw new ConfigError(`invalid --tls-extra-ips entry ${JSON.stringify(ip)}: not an IP address`);

@@ -1,8 +1,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
-import { KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
 import { pino, type Logger } from 'pino';
 import type { Config } from './config.js';
+import { loadKubeConfig } from './kube/kubeconfig.js';
 import { LeaderElector } from './kube/leader-election.js';
 import { createLogger } from './logger.js';
 import { Manager, type Runnable } from './manager.js';
@@ -11,7 +12,11 @@ import { createAdmissionHandler } from './admission/handler.js';
 import { holdPartitionMutator } from './admission/partition-hold-mutator.js';
 import { EventRecorder } from './kube/events.js';
 import { createRestarterController } from './restarter/controller.js';
+import { dialectFor, type CompatMode } from './compat/stackable.js';
+import { createPodRestarter } from './compat/pod-restarter.js';
 import { createRolloutController } from './rollout/controller.js';
+import { createEvictionHandler, markOps } from './handover/eviction-handler.js';
+import { statusCode } from './kube/api-status.js';
 import { AdminServer } from './server/admin-server.js';
 import { readiness, type Readiness } from './server/readiness.js';
 import { rollguardStatus, type RollguardStatus } from './server/status.js';
@@ -70,6 +75,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     metrics,
     instance: identity,
     ownNamespace: namespace,
+    compat: config.compat as CompatMode,
   });
 
   const rollouts = createRolloutController({
@@ -115,16 +121,24 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       cacheProgress: restarter.cacheProgress,
       inScope: restarter.covers,
       mutators: [holdPartitionMutator],
+      dialectOf: (labels) => dialectFor(labels, config.compat as CompatMode),
       metrics,
       logger: logger.child({ component: 'admission' }),
     }),
+    evictionHandler: evictionGuard(kubeConfig, restarter.statefulSets.store, config.evictionDeferMax, logger, new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger })),
     readiness: currentReadiness,
     logger: logger.child({ server: 'webhook' }),
     metrics,
   });
 
+  // --compat stackable: pods are evicted at their restarter.stackable.tech/expires-at.* times
+  const podRestarter =
+    config.compat === 'stackable'
+      ? createPodRestarter({ kubeConfig, namespaces, events: new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger }), logger, metrics, watchIdleTimeoutMs: config.watchIdleTimeout })
+      : undefined;
+
   // the controllers run only while this replica leads; each term starts them in order, stops them in reverse
-  const leaderRunnables: Runnable[] = [restarter.workers, rollouts];
+  const leaderRunnables: Runnable[] = [restarter.workers, rollouts, ...(podRestarter ? [podRestarter] : [])];
   let term: Manager | undefined;
   const elector = config.leaderElection
     ? new LeaderElector({
@@ -157,7 +171,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       shuttingDown: () => shuttingDown,
       readiness: currentReadiness,
       admissionInFlight: () => webhook.inFlight(),
-      controllers: () => [restarter.workers.status(), rollouts.controllerStatus()],
+      controllers: () => [restarter.workers.status(), rollouts.controllerStatus(), ...(podRestarter ? [podRestarter.controller.status()] : [])],
       leader: () => elector?.status(),
       caches: () => restarter.status().cache,
       certificate: () => certificates.status(),
@@ -209,11 +223,36 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
   };
 }
 
-function loadKubeConfig(path: string): KubeConfig {
-  const kc = new KubeConfig();
-  if (path) kc.loadFromFile(path);
-  else kc.loadFromDefault();
-  return kc;
+/** The eviction guard of the primary handover: one GET of the evicted pod, the set from the shared cache. */
+function evictionGuard(
+  kubeConfig: KubeConfig,
+  sets: { get(namespace: string, name: string): V1StatefulSet | undefined },
+  maxDeferMs: number,
+  logger: Logger,
+  events: EventRecorder,
+): ReturnType<typeof createEvictionHandler> {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  return createEvictionHandler({
+    readPod: async (namespace, name) => {
+      try {
+        return await core.readNamespacedPod({ name, namespace });
+      } catch (err) {
+        if (statusCode(err) === 404) return undefined;
+        throw err;
+      }
+    },
+    statefulSet: (namespace, name) => sets.get(namespace, name),
+    markPod: async (namespace, name, annotations) => {
+      await core.patchNamespacedPod({ name, namespace, body: markOps(annotations) });
+    },
+    recordOnSet: (set, spec) =>
+      events.record(
+        { apiVersion: 'apps/v1', kind: 'StatefulSet', namespace: set.metadata?.namespace ?? '', name: set.metadata?.name ?? '', uid: set.metadata?.uid ?? '' },
+        spec,
+      ),
+    maxDeferMs,
+    logger: logger.child({ component: 'eviction-guard' }),
+  });
 }
 
 /** `rollguard serve`: runs until SIGTERM/SIGINT; a second signal exits at once. */

@@ -3,6 +3,8 @@ import type { WorkloadKind } from './kube/workloads.js';
 
 /** Sub-millisecond buckets: an admission review is expected to take well under 1 ms. */
 const ADMISSION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
+/** A handover takes a call and a label change: seconds, up to retries × (timeout + interval). */
+const HANDOVER_BUCKETS = [0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300];
 const RECONCILE_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 /** Every metric rollguard exports, on one registry; each part is handed the ones it moves. */
@@ -62,7 +64,7 @@ export function createMetrics(registry = new Registry()) {
     }),
     reconcileDuration: new Histogram({
       name: 'rollguard_reconcile_duration_seconds',
-      help: 'Time of one reconcile, by controller (restarter, rollout)',
+      help: 'Time of one reconcile, by controller (restarter, rollout, pod-restarter)',
       labelNames: ['controller'],
       buckets: RECONCILE_BUCKETS,
       registers: r,
@@ -131,6 +133,18 @@ export function createMetrics(registry = new Registry()) {
     rolloutLastStep: new Gauge({
       name: 'rollguard_rollout_last_step_timestamp_seconds',
       help: 'When the last partition step was written',
+      registers: r,
+    }),
+    handovers: new Counter({
+      name: 'rollguard_handovers_total',
+      help: 'Primary handovers ended, by result (succeeded, paused, proceeded, abandoned)',
+      labelNames: ['result'],
+      registers: r,
+    }),
+    handoverDuration: new Histogram({
+      name: 'rollguard_handover_duration_seconds',
+      help: 'Time from the start of a primary handover to the label moving, for those that succeeded',
+      buckets: HANDOVER_BUCKETS,
       registers: r,
     }),
   };

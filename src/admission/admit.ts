@@ -1,4 +1,4 @@
-import type { VersionLookup } from '../restarter/annotations.js';
+import type { Dialect, VersionLookup } from '../restarter/annotations.js';
 import type { ObjectKind } from '../restarter/references.js';
 import { isJsonObject } from '../kube/json.js';
 import { WORKLOAD_KINDS } from '../kube/workloads.js';
@@ -12,6 +12,8 @@ export interface AdmissionDeps {
   lookup: VersionLookup;
   /** How far the cache of `kind` has seen in `namespace`: a candidate from a lagging cache never replaces a newer stored value. */
   cacheProgress?: (kind: ObjectKind, namespace: string) => string;
+  /** The restarter dialect of a workload with these labels (--compat); omitted: rollguard's. */
+  dialectOf?: (labels: Record<string, string> | undefined) => Dialect | undefined;
   /** Mutators after the restarter's, each on the object as the one before it left it. */
   mutators?: Mutator[];
 }
@@ -44,7 +46,7 @@ export function admit(review: AdmissionReview, deps: AdmissionDeps): AdmissionRe
   const object = request.object;
   // an object without a metadata map is no Kubernetes object (only a hostile client sends one): nothing to patch
   if (!routed(request) || !isJsonObject(object) || !isJsonObject(object.metadata)) return admissionResponseFor(request.uid, []);
-  const restarter = restarterMutator({ cachesSynced: deps.cachesSynced, lookup: deps.lookup, cacheProgress: deps.cacheProgress });
+  const restarter = restarterMutator({ cachesSynced: deps.cachesSynced, lookup: deps.lookup, cacheProgress: deps.cacheProgress, dialectOf: deps.dialectOf });
   const ops = composeMutators(request, object, [restarter, ...(deps.cachesSynced ? (deps.mutators ?? []) : [])]);
   return admissionResponseFor(request.uid, ops);
 }

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { AdmissionHandler } from '../server/webhook-server.js';
 import type { Metrics } from '../metrics.js';
-import type { VersionLookup } from '../restarter/annotations.js';
+import type { Dialect, VersionLookup } from '../restarter/annotations.js';
 import type { ObjectKind } from '../restarter/references.js';
 import { isWorkloadKind, type WorkloadKind } from '../kube/workloads.js';
 import { admit } from './admit.js';
@@ -19,6 +19,8 @@ export interface AdmissionHandlerOptions {
    */
   inScope?: (namespace: string) => boolean;
   mutators?: Mutator[];
+  /** The restarter dialect of a workload with these labels (--compat); omitted: rollguard's. */
+  dialectOf?: (labels: Record<string, string> | undefined) => Dialect | undefined;
   metrics: Metrics;
   logger?: Logger;
 }
@@ -46,7 +48,7 @@ export function createAdmissionHandler(opts: AdmissionHandlerOptions): Admission
     const synced = opts.cachesSynced();
     let response;
     try {
-      response = admit(parsed.review, { cachesSynced: synced, lookup: opts.lookup, cacheProgress: opts.cacheProgress, mutators: opts.mutators });
+      response = admit(parsed.review, { cachesSynced: synced, lookup: opts.lookup, cacheProgress: opts.cacheProgress, mutators: opts.mutators, dialectOf: opts.dialectOf });
     } catch (err) {
       const request = parsed.review.request;
       opts.logger?.error({ err, uid: request?.uid, kind: request?.kind.kind, namespace: request?.namespace, name: request?.name }, 'admission failed; allowed without a patch');

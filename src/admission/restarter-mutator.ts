@@ -3,17 +3,18 @@ import { isJsonObject, sameJson } from '../kube/json.js';
 import {
   LAST_RESTART_ANNOTATION,
   RESTART_REASON_ANNOTATION,
+  ROLLGUARD_DIALECT,
   annotationChanges,
-  annotationKey,
   planAnnotations,
   storedAnnotations,
   templateBesidesRollguard,
   type DesiredAnnotation,
+  type Dialect,
   type VersionLookup,
 } from '../restarter/annotations.js';
 import { describeChange } from '../restarter/change-text.js';
 import { templateAnnotationOps, workloadAnnotationOps } from '../restarter/patch.js';
-import { referencedObjects, type ObjectKind } from '../restarter/references.js';
+import type { ObjectKind } from '../restarter/references.js';
 import type { Mutator } from './mutators.js';
 import { restarterView, type RestarterView } from './workload-view.js';
 
@@ -24,6 +25,8 @@ export interface RestarterMutatorDeps {
   lookup: VersionLookup;
   /** How far the cache of `kind` has seen in `namespace`. */
   cacheProgress?: (kind: ObjectKind, namespace: string) => string;
+  /** The dialect of a workload with these labels; omitted or undefined: rollguard's. */
+  dialectOf?: (labels: Record<string, string> | undefined) => Dialect | undefined;
 }
 
 /**
@@ -42,24 +45,26 @@ export interface RestarterMutatorDeps {
 export function restarterMutator(deps: RestarterMutatorDeps): Mutator {
   return (request, object) => {
     const workload = restarterView(object);
+    const dialect = deps.dialectOf?.(workload.metadata.labels) ?? ROLLGUARD_DIALECT;
     const template = workload.spec?.template ?? undefined;
     // On CREATE the object's own namespace is often still empty; the request's is authoritative.
     const namespace = request.namespace || workload.metadata?.namespace || '';
     const current = template?.metadata?.annotations ?? undefined;
     const old = request.operation === 'UPDATE' && isJsonObject(request.oldObject) ? restarterView(request.oldObject) : undefined;
     const oldTemplate = old?.spec?.template ?? undefined;
-    const templateChanged = old === undefined || !sameJson(templateBesidesRollguard(oldTemplate), templateBesidesRollguard(template));
+    const templateChanged = old === undefined || !sameJson(templateBesidesRollguard(oldTemplate, dialect), templateBesidesRollguard(template, dialect));
 
     if (old && writtenByTheLoop(old, workload)) return [];
     if (old && (!templateChanged || !deps.cachesSynced)) {
       // keep what the old object carried; what the caches would add is the loop's
-      const kept = storedAnnotations(oldTemplate?.metadata?.annotations);
-      const desired = templateChanged ? keptForReferences(kept, template, current) : kept;
-      return templateAnnotationOps(template?.metadata, desired, annotationChanges(current, desired));
+      const kept = storedAnnotations(oldTemplate?.metadata?.annotations, dialect);
+      const desired = templateChanged ? keptForReferences(kept, template, current, dialect) : kept;
+      return templateAnnotationOps(template?.metadata, desired, annotationChanges(current, desired, dialect));
     }
     if (!deps.cachesSynced) return [];
 
     const plan = planAnnotations({
+      dialect,
       namespace,
       annotations: workload.metadata?.annotations,
       template,
@@ -68,9 +73,9 @@ export function restarterMutator(deps: RestarterMutatorDeps): Mutator {
       lookup: deps.lookup,
       cacheProgress: deps.cacheProgress ? (kind) => deps.cacheProgress!(kind, namespace) : undefined,
     });
-    const ops = templateAnnotationOps(template?.metadata, plan.desired, annotationChanges(current, plan.desired));
+    const ops = templateAnnotationOps(template?.metadata, plan.desired, annotationChanges(current, plan.desired, dialect));
     if (!old) return ops;
-    const bumps = annotationChanges(oldTemplate?.metadata?.annotations ?? undefined, plan.desired).filter((c) => c.from !== undefined && c.to !== undefined);
+    const bumps = annotationChanges(oldTemplate?.metadata?.annotations ?? undefined, plan.desired, dialect).filter((c) => c.from !== undefined && c.to !== undefined);
     if (bumps.length === 0) return ops;
     const reason = bumps.map(describeChange).join('; ');
     const unconsumed = old.metadata?.annotations?.[RESTART_REASON_ANNOTATION];
@@ -87,11 +92,11 @@ function writtenByTheLoop(old: RestarterView, workload: RestarterView): boolean 
 }
 
 /** For each reference of the new template: the old object's value, else the one the owner wrote; none without either. */
-function keptForReferences(kept: DesiredAnnotation[], template: V1PodTemplateSpec | undefined, current: Record<string, string> | undefined): DesiredAnnotation[] {
+function keptForReferences(kept: DesiredAnnotation[], template: V1PodTemplateSpec | undefined, current: Record<string, string> | undefined, dialect: Dialect): DesiredAnnotation[] {
   const old = new Map(kept.map((d) => [d.key, d.value]));
   const desired: DesiredAnnotation[] = [];
-  for (const { kind, name } of referencedObjects(template)) {
-    const key = annotationKey(kind, name);
+  for (const { kind, name } of dialect.references(template)) {
+    const key = dialect.annotationKey(kind, name);
     const value = old.get(key) ?? (current && Object.hasOwn(current, key) ? current[key] : undefined);
     if (value !== undefined) desired.push({ key, kind, name, value });
   }

@@ -13,7 +13,7 @@ const stringOrUndefined = (value: unknown): string | undefined => (typeof value 
 
 /** What the restarter mutator reads: namespace, resourceVersion, the set's annotations, the pod template. */
 export interface RestarterView {
-  metadata: Pick<V1ObjectMeta, 'namespace' | 'resourceVersion' | 'annotations'>;
+  metadata: Pick<V1ObjectMeta, 'namespace' | 'resourceVersion' | 'annotations' | 'labels'>;
   spec: { template?: V1PodTemplateSpec };
 }
 
@@ -26,6 +26,7 @@ export function restarterView(object: unknown): RestarterView {
       namespace: stringOrUndefined(metadata?.namespace),
       resourceVersion: stringOrUndefined(metadata?.resourceVersion),
       annotations: stringEntries(metadata?.annotations),
+      labels: stringEntries(metadata?.labels),
     },
     spec: {
       template: template && {

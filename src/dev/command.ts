@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { AppsV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../kube/kubeconfig.js';
 import { pino } from 'pino';
 import type { Config } from '../config.js';
 import { statusCode } from '../kube/api-status.js';
@@ -10,6 +11,7 @@ import { ANNOTATION_PREFIX, ENABLED_LABEL } from '../restarter/annotations.js';
 import { devScript, reapLeftovers, startControlPlane, type ControlPlane } from './control-plane.js';
 import { applyExamples, repoRoot } from './demo.js';
 import { FakeKubelet } from './fake-kubelet.js';
+import { FakeReplicatedApp } from './fake-replicated-app.js';
 import { portIsFree } from './ports.js';
 import { waitFor } from './wait.js';
 import { registerWebhook } from './webhook-registration.js';
@@ -19,6 +21,9 @@ const ROLLGUARD_NAMESPACE = 'rollguard-system';
 const WEBHOOK_CONFIGURATION = 'rollguard';
 const LOOPBACK = '127.0.0.1';
 const DEMO_TIMEOUT_MS = 120_000;
+/** The handover demo: deploy/examples/db.yaml calls POST :8008/switchover on the primary's pod. */
+const DEMO_DB = 'db';
+const DEMO_DB_PORT = 8008;
 
 /**
  * `rollguard dev` (npm start): a local control plane, rollguard against it with the
@@ -52,8 +57,7 @@ export async function dev(config: Config, given: ReadonlySet<string> = new Set()
   }
   const kubeconfigPath = path.join(devDir, 'admin.kubeconfig');
   fs.copyFileSync(cp.kubeconfigPath, kubeconfigPath);
-  const kc = new KubeConfig();
-  kc.loadFromFile(kubeconfigPath);
+  const kc = loadKubeConfig(kubeconfigPath);
   const core = kc.makeApiClient(CoreV1Api);
 
   const stops: (() => Promise<void>)[] = [() => cp.stop()];
@@ -96,18 +100,22 @@ export async function dev(config: Config, given: ReadonlySet<string> = new Set()
       port: rollguard.webhookPort(),
       namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: [ROLLGUARD_NAMESPACE] }] },
       timeoutSeconds: 3,
+      compat: config.compat === 'stackable' ? 'stackable' : '',
     });
     const adminUrl = `http://${LOOPBACK}:${rollguard.adminPort()}`;
     say(`rollguard runs: webhook https://${LOOPBACK}:${rollguard.webhookPort()}/mutate, admin ${adminUrl} (/status, /metrics); logs in ${display(logFile)}`);
     await until('rollguard ready (certificate loaded, caBundle injected)', () => rollguard.ready());
 
     // every namespace but rollguard's own, so kuttl's namespaces and a user's own manifests get Ready pods
-    const kubelet = new FakeKubelet(kc, undefined, { skipNamespaces: [ROLLGUARD_NAMESPACE], bind: 'all' }).start();
+    // each pod its own 127.0.0.N, so the demo's replicated application can listen on every pod's address
+    const kubelet = new FakeKubelet(kc, undefined, { skipNamespaces: [ROLLGUARD_NAMESPACE], bind: 'all', podIps: 'distinct' }).start();
     stops.push(() => kubelet.stop());
     await ensureNamespace(core, DEMO_NAMESPACE);
     const applied = await applyExamples(kc, path.join(root, 'deploy', 'examples'), DEMO_NAMESPACE);
     say(`applied deploy/examples into namespace ${DEMO_NAMESPACE}: ${applied.join(', ')}`);
 
+    const db = await new FakeReplicatedApp(kc, DEMO_NAMESPACE, { setName: DEMO_DB, port: DEMO_DB_PORT }).start();
+    stops.push(() => db.stop());
     const apps = kc.makeApiClient(AppsV1Api);
     const sets = (await apps.listNamespacedStatefulSet({ namespace: DEMO_NAMESPACE, labelSelector: `${ENABLED_LABEL}=true` })).items;
     for (const set of sets) {
@@ -123,6 +131,10 @@ export async function dev(config: Config, given: ReadonlySet<string> = new Set()
       console.log(`\nStatefulSet ${DEMO_NAMESPACE}/${name}: ${s.status?.readyReplicas}/${s.spec?.replicas} Ready, generation: ${s.metadata?.generation}`);
       for (const [k, v] of ours) console.log(`  ${k}: ${v}`);
     }
+    if (sets.some((s) => s.metadata?.name === DEMO_DB)) {
+      await db.makePrimary(`${DEMO_DB}-0`);
+      console.log(`  ${DEMO_DB}-0 is the primary (label role=primary), served by a fake replicated application on each pod's address`);
+    }
     const kubectl = `${path.join(cp.binDir, 'kubectl')} --kubeconfig ${display(kubeconfigPath)}`;
     console.log(`
 ready: try a change.
@@ -131,9 +143,13 @@ ready: try a change.
     ${kubectl} -n ${DEMO_NAMESPACE} edit configmap app-config
     ${kubectl} -n ${DEMO_NAMESPACE} get pods -w
     ${kubectl} -n ${DEMO_NAMESPACE} get events --field-selector reason=ConfigChanged
+  A primary handover: change db-config and watch the role move before db-0 is replaced:
+    ${kubectl} -n ${DEMO_NAMESPACE} patch configmap db-config -p '{"data":{"max_connections":"200"}}'
+    ${kubectl} -n ${DEMO_NAMESPACE} get pods -L role -w
+    ${kubectl} -n ${DEMO_NAMESPACE} get events --field-selector involvedObject.name=${DEMO_DB}
   rollguard's own view: curl -s ${adminUrl}/status
   Your own manifests work in any namespace but ${ROLLGUARD_NAMESPACE} (label a StatefulSet ${ENABLED_LABEL}=true).
-  The project's kuttl cases against this cluster (the first run builds kubectl-kuttl):
+  The project's kuttl cases against this cluster (the first run builds kubectl-kuttl; the stackable-* cases need rollguard dev --compat=stackable):
     ${kuttlCommand(root, devDir, cp.binDir, kubeconfigPath)}
 Ctrl-C stops rollguard and the control plane.`);
     await done;

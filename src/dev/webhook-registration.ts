@@ -1,4 +1,5 @@
-import { AdmissionregistrationV1Api, type KubeConfig, type V1LabelSelector } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, type KubeConfig, type V1LabelSelector, type V1MutatingWebhook } from '@kubernetes/client-node';
+import { enabledLabels, type CompatMode } from '../compat/stackable.js';
 import { WORKLOAD_PLURALS } from '../kube/workloads.js';
 import { ENABLED_LABEL } from '../restarter/annotations.js';
 
@@ -14,6 +15,13 @@ export interface WebhookRegistrationOptions {
   namespaceSelector: V1LabelSelector;
   failurePolicy?: 'Ignore' | 'Fail';
   timeoutSeconds?: number;
+  /** 'stackable': a second entry for Stackable's opt-in label (one objectSelector cannot OR two labels). */
+  compat?: CompatMode;
+}
+
+/** The webhook entry name for sets opted in by `label`. */
+export function webhookEntryName(label: string): string {
+  return label === ENABLED_LABEL ? 'statefulsets.rollguard.io' : 'stackable-statefulsets.rollguard.io';
 }
 
 /**
@@ -25,20 +33,21 @@ export async function registerWebhook(kc: KubeConfig, opts: WebhookRegistrationO
   await api.createMutatingWebhookConfiguration({
     body: {
       metadata: { name: opts.name },
-      webhooks: [
-        {
-          name: 'statefulsets.rollguard.io',
+      webhooks: enabledLabels(opts.compat ?? '').map(
+        (label): V1MutatingWebhook => ({
+          name: webhookEntryName(label),
           clientConfig: { url: `https://127.0.0.1:${opts.port}/mutate` },
-          rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: Object.values(WORKLOAD_PLURALS) }],
-          objectSelector: { matchLabels: { [ENABLED_LABEL]: 'true' } },
+          // Stackable's opt-in is for StatefulSets; rollguard's own for the three kinds
+          rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: label === ENABLED_LABEL ? Object.values(WORKLOAD_PLURALS) : ['statefulsets'] }],
+          objectSelector: { matchLabels: { [label]: 'true' } },
           namespaceSelector: opts.namespaceSelector,
           failurePolicy: opts.failurePolicy ?? 'Ignore',
           sideEffects: 'None',
           reinvocationPolicy: 'IfNeeded',
           admissionReviewVersions: ['v1'],
           timeoutSeconds: opts.timeoutSeconds ?? 5,
-        },
-      ],
+        }),
+      ),
     },
   });
   return {

@@ -5,7 +5,7 @@ import { ConflictError } from './api-status.js';
 import { WorkQueue } from './workqueue.js';
 
 /** The controllers rollguard runs; a closed set, since it labels metrics. */
-export type ControllerName = 'restarter' | 'rollout';
+export type ControllerName = 'restarter' | 'rollout' | 'pod-restarter';
 
 export interface ReconcileResult {
   /** Look again after this long: no error, only not yet. */

@@ -56,7 +56,7 @@ export function unpackVersion(packed: string): CachedVersion {
 }
 
 /** Reads a PartialObjectMetadata (or any object) down to what the cache keeps; throws when a field is missing. */
-export function decodeMetadata(raw: unknown, ignoreLabel: string): MetadataItem {
+export function decodeMetadata(raw: unknown, ignoreLabel: string | readonly string[]): MetadataItem {
   const meta = (raw as { metadata?: Record<string, unknown> } | null)?.metadata;
   const field = (name: string): string => {
     const value = meta?.[name];
@@ -73,7 +73,7 @@ export function decodeMetadata(raw: unknown, ignoreLabel: string): MetadataItem 
     packed: packVersion({
       uid: field('uid'),
       resourceVersion: field('resourceVersion'),
-      ignored: labels?.[ignoreLabel] === IGNORED_VALUE,
+      ignored: (typeof ignoreLabel === 'string' ? [ignoreLabel] : ignoreLabel).some((label) => labels?.[label] === IGNORED_VALUE),
     }),
   };
 }
@@ -163,7 +163,8 @@ export function createMetadataCache(opts: {
   api: RawApi;
   plural: string;
   namespaces: string[] | undefined;
-  ignoreLabel: string;
+  /** Any of these labels "true" marks the object ignored. */
+  ignoreLabel: string | readonly string[];
   logger: Logger;
   watchIdleTimeoutMs?: number;
 }): MetadataCache {

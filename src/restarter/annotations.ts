@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { V1ObjectMeta, V1PodTemplateSpec } from '@kubernetes/client-node';
 import type { CachedVersion } from '../kube/metadata-cache.js';
-import { referencedObjects, type ObjectKind } from './references.js';
+import { referencedObjects, type Reference, type ObjectKind } from './references.js';
 import { knownEquivalent, parseDigestRecords } from './digests.js';
 import { ABSENT, numericResourceVersion, replaces } from './versions.js';
 
@@ -72,7 +72,8 @@ const NAME_PREFIX_LENGTH = SEGMENT_MAX_LENGTH - 1 - HASH_LENGTH;
 // Object names (DNS-1123 subdomains) never contain "_", so a key with this tail cannot be a real name's key.
 const SHORTENED_SEGMENT = new RegExp(`_[0-9a-f]{${HASH_LENGTH}}$`);
 
-function keySegment(name: string): string {
+/** The name part of a key for `name`: the name itself when valid, else a deterministic shortened form. */
+export function keySegment(name: string): string {
   if (name.length <= SEGMENT_MAX_LENGTH && ANNOTATION_SEGMENT.test(name)) return name;
   const hash = createHash('sha256').update(name).digest('hex').slice(0, HASH_LENGTH);
   // The readable part only has to keep the segment valid; the hash of the whole name makes it unique.
@@ -110,6 +111,47 @@ export function annotationTarget(key: string): { kind: ObjectKind; name?: string
   return SHORTENED_SEGMENT.test(segment) ? { kind } : { kind, name: segment };
 }
 
+/**
+ * The annotation language a workload is restarted in: which label opts it in, which keys and
+ * values its template carries, which references and opt-outs count. rollguard's own is the
+ * default; `--compat stackable` adds commons-operator's (src/compat/stackable.ts).
+ */
+export interface Dialect {
+  name: 'rollguard' | 'stackable';
+  enabledLabel: string;
+  annotationKey(kind: ObjectKind, name: string): string;
+  /** Whether the template annotation `key` is this dialect's (and so planned, changed or removed by it). */
+  isOwnAnnotation(key: string): boolean;
+  annotationTarget(key: string): { kind: ObjectKind; name?: string } | undefined;
+  references(template: unknown): Reference[];
+  /** The names the workload's own annotations opt out, per kind. */
+  ignoredNames(annotations: Record<string, string> | undefined): Record<ObjectKind, Set<string>>;
+  /** The value of a reference whose object does not exist. */
+  missing: string;
+  /** The value an opted-out reference gets when nothing is stored yet; undefined: it is not tracked. */
+  ignoredValue?: string;
+  /** Stored values that mean "no version": compared as ABSENT, so the object's appearance replaces them. */
+  noVersion(value: string): boolean;
+  /** Whether the loop writes a digest record for an unchanged reference (a write to the set's metadata). */
+  baselineDigests: boolean;
+}
+
+export const ROLLGUARD_DIALECT: Dialect = {
+  name: 'rollguard',
+  enabledLabel: ENABLED_LABEL,
+  annotationKey,
+  isOwnAnnotation: isRollguardAnnotation,
+  annotationTarget,
+  references: referencedObjects,
+  ignoredNames: (annotations) => ({
+    ConfigMap: ignoredNames(annotations, IGNORE_CONFIGMAPS_ANNOTATION),
+    Secret: ignoredNames(annotations, IGNORE_SECRETS_ANNOTATION),
+  }),
+  missing: ABSENT,
+  noVersion: (value) => value === ABSENT,
+  baselineDigests: true,
+};
+
 function ignoredNames(annotations: Record<string, string> | undefined, key: string): Set<string> {
   const names = new Set<string>();
   for (const part of annotations?.[key]?.split(',') ?? []) {
@@ -132,6 +174,8 @@ export interface PlanInput {
   lookup: VersionLookup;
   /** How far the cache of `kind` has seen, in this namespace; omitted: the lookup is authoritative. */
   cacheProgress?: (kind: ObjectKind) => string;
+  /** Omitted: rollguard's own. */
+  dialect?: Dialect;
 }
 
 /** A reference whose cached version is older than the stored one: a lagging cache, or a stored value from the future. */
@@ -172,41 +216,47 @@ function ownValue(map: Record<string, string> | undefined, key: string): string 
  * the stored value: a metadata-only change rolls nothing.
  */
 export function planAnnotations(input: PlanInput): AnnotationPlan {
-  const ignored: Record<ObjectKind, Set<string>> = {
-    ConfigMap: ignoredNames(input.annotations, IGNORE_CONFIGMAPS_ANNOTATION),
-    Secret: ignoredNames(input.annotations, IGNORE_SECRETS_ANNOTATION),
-  };
+  const dialect = input.dialect ?? ROLLGUARD_DIALECT;
+  const ignored = dialect.ignoredNames(input.annotations);
   const wasFrozen = frozenEntries(input.annotations);
   const digests = parseDigestRecords(input.annotations);
   const storedAt = numericResourceVersion(input.storedAt);
   const desired: DesiredAnnotation[] = [];
   const heldBack: HeldBack[] = [];
   const frozen: string[] = [];
-  for (const { kind, name } of referencedObjects(input.template)) {
-    const key = annotationKey(kind, name);
+  for (const { kind, name } of dialect.references(input.template)) {
+    const key = dialect.annotationKey(kind, name);
     const stored = ownValue(input.stored, key);
     const version = input.lookup(kind, input.namespace, name);
     const entry = frozenEntry(kind, name);
     // a frozen reference whose object is gone stays frozen: no cache can tell it was ignored
     const labelIgnored = version?.ignored === true || (version === undefined && wasFrozen.has(entry));
     if (ignored[kind].has(name) || labelIgnored) {
-      if (stored === undefined) continue;
-      if (labelIgnored) frozen.push(entry);
-      desired.push({ key, kind, name, value: stored });
+      const kept = stored ?? dialect.ignoredValue;
+      if (kept === undefined) continue;
+      // a stored "no version" needs no freezing: a deleted object's value would be the same
+      if (labelIgnored && stored !== undefined && !dialect.noVersion(stored)) frozen.push(entry);
+      desired.push({ key, kind, name, value: kept });
       continue;
     }
-    const candidate = version ? `${version.uid}/${version.resourceVersion}` : ABSENT;
+    const candidate = version ? `${version.uid}/${version.resourceVersion}` : dialect.missing;
     if (stored === undefined || stored === candidate) {
       desired.push({ key, kind, name, value: candidate });
       continue;
     }
     const progress = input.cacheProgress ? numericResourceVersion(input.cacheProgress(kind)) ?? 0n : undefined;
-    if (replaces(candidate, stored, { cacheProgress: progress, storedAt })) {
+    // a dialect's own "no version" value (Stackable's changes-ignored) is compared as absent
+    const asCompared = (value: string): string => (dialect.noVersion(value) ? ABSENT : value);
+    if (asCompared(candidate) === asCompared(stored)) {
+      desired.push({ key, kind, name, value: stored });
+      continue;
+    }
+    if (replaces(asCompared(candidate), asCompared(stored), { cacheProgress: progress, storedAt })) {
       // the workload's digest record says the candidate holds the stored version's data: metadata only
       desired.push({ key, kind, name, value: knownEquivalent(digests.get(key), stored, candidate) ? stored : candidate });
     } else {
       desired.push({ key, kind, name, value: stored });
-      heldBack.push({ key, kind, name, stored, candidate });
+      heldBack.push({ key, kind, name, stored: asCompared(stored), candidate });
     }
   }
   return { desired, heldBack, frozen: frozen.sort() };
@@ -217,8 +267,10 @@ export function desiredAnnotations(
   set: { metadata?: V1ObjectMeta; spec?: { template?: V1PodTemplateSpec } },
   lookup: VersionLookup,
   cacheProgress?: (kind: ObjectKind) => string,
+  dialect?: Dialect,
 ): DesiredAnnotation[] {
   return planAnnotations({
+    dialect,
     namespace: set.metadata?.namespace ?? '',
     annotations: set.metadata?.annotations,
     template: set.spec?.template,
@@ -230,19 +282,19 @@ export function desiredAnnotations(
 }
 
 /** The template without rollguard's own annotations: what the owner wrote. */
-export function templateBesidesRollguard(template: V1PodTemplateSpec | null | undefined): unknown {
+export function templateBesidesRollguard(template: V1PodTemplateSpec | null | undefined, dialect: Dialect = ROLLGUARD_DIALECT): unknown {
   if (!template) return template;
   const annotations = template.metadata?.annotations;
   if (!annotations) return template;
-  const others = Object.fromEntries(Object.entries(annotations).filter(([key]) => !isRollguardAnnotation(key)));
+  const others = Object.fromEntries(Object.entries(annotations).filter(([key]) => !dialect.isOwnAnnotation(key)));
   return { ...template, metadata: { ...template.metadata, annotations: others } };
 }
 
 /** The rollguard annotations of a stored template, as desired annotations: what restoring them writes. */
-export function storedAnnotations(stored: Record<string, string> | null | undefined): DesiredAnnotation[] {
+export function storedAnnotations(stored: Record<string, string> | null | undefined, dialect: Dialect = ROLLGUARD_DIALECT): DesiredAnnotation[] {
   const desired: DesiredAnnotation[] = [];
   for (const [key, value] of Object.entries(stored ?? {})) {
-    const target = annotationTarget(key);
+    const target = dialect.annotationTarget(key);
     if (target && typeof value === 'string') desired.push({ key, kind: target.kind, name: target.name ?? key, value });
   }
   return desired;
@@ -252,10 +304,11 @@ export function storedAnnotations(stored: Record<string, string> | null | undefi
 export function withDesiredAnnotations(
   current: Record<string, string> | undefined,
   desired: DesiredAnnotation[],
+  dialect: Dialect = ROLLGUARD_DIALECT,
 ): Record<string, string> {
   // fromEntries defines own properties, so a key such as "__proto__" stays an ordinary key.
   return Object.fromEntries([
-    ...Object.entries(current ?? {}).filter(([key]) => !isRollguardAnnotation(key)),
+    ...Object.entries(current ?? {}).filter(([key]) => !dialect.isOwnAnnotation(key)),
     ...desired.map(({ key, value }): [string, string] => [key, value]),
   ]);
 }
@@ -264,6 +317,7 @@ export function withDesiredAnnotations(
 export function annotationChanges(
   current: Record<string, string> | undefined,
   desired: DesiredAnnotation[],
+  dialect: Dialect = ROLLGUARD_DIALECT,
 ): AnnotationChange[] {
   const changes: AnnotationChange[] = [];
   const wanted = new Set<string>();
@@ -273,10 +327,10 @@ export function annotationChanges(
     if (from !== value) changes.push({ key, kind, name, from, to: value });
   }
   const stale = Object.keys(current ?? {})
-    .filter((key) => isRollguardAnnotation(key) && !wanted.has(key))
+    .filter((key) => dialect.isOwnAnnotation(key) && !wanted.has(key))
     .sort();
   for (const key of stale) {
-    changes.push({ key, ...annotationTarget(key), from: current?.[key] });
+    changes.push({ key, ...dialect.annotationTarget(key), from: current?.[key] });
   }
   return changes;
 }

@@ -19,6 +19,7 @@ import { Controller } from '../kube/controller.js';
 import { TokenBucket } from '../kube/token-bucket.js';
 import type { Runnable } from '../manager.js';
 import type { Metrics } from '../metrics.js';
+import { dialectFor, ignoreLabels, STACKABLE_ENABLED_LABEL, type CompatMode } from '../compat/stackable.js';
 import { ENABLED_LABEL, IGNORE_LABEL, type VersionLookup } from './annotations.js';
 import { DigestKeySource } from './digest-key.js';
 import { DigestReader } from './digest-reader.js';
@@ -67,6 +68,8 @@ export interface RestarterControllerOptions {
   instance?: string;
   /** rollguard's own namespace, where the digest key Secret lives; omitted: no data check (every version bump rolls). */
   ownNamespace?: string;
+  /** 'stackable': also commons-operator's label, keys, values and opt-outs (src/compat/stackable.ts). */
+  compat?: CompatMode;
 }
 
 export interface CacheStatus {
@@ -115,14 +118,14 @@ const PLURALS: Record<ObjectKind, string> = { ConfigMap: 'configmaps', Secret: '
  * One object's metadata and the store's current revision, in one quorum list narrowed to the
  * name (no resourceVersion: served from etcd, not from the API server's watch cache).
  */
-async function readFresh(api: RawApi, kind: ObjectKind, namespace: string, name: string): Promise<FreshRead> {
+async function readFresh(api: RawApi, kind: ObjectKind, namespace: string, name: string, ignore: readonly string[]): Promise<FreshRead> {
   const query = new URLSearchParams({ fieldSelector: `metadata.name=${name}`, limit: '1' });
   const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/${PLURALS[kind]}?${query}`;
   const list = (await api.getJson({ path, accept: PARTIAL_METADATA_LIST_ACCEPT })) as { metadata?: { resourceVersion?: unknown }; items?: unknown };
   const revision = typeof list.metadata?.resourceVersion === 'string' ? list.metadata.resourceVersion : '';
   const [item] = Array.isArray(list.items) ? list.items : [];
   if (item === undefined) return { version: undefined, revision };
-  const version = unpackVersion(decodeMetadata(item, IGNORE_LABEL).packed);
+  const version = unpackVersion(decodeMetadata(item, ignore).packed);
   return { version, revision };
 }
 
@@ -146,6 +149,25 @@ function storeOf<K extends WorkloadKind>(cache: WorkloadCache<K>): WorkloadStore
   };
 }
 
+/** Several stores of one kind read as one (the StatefulSets of two label-filtered watches); a workload in both is one. */
+function unionOf(parts: WorkloadStore[]): WorkloadStore {
+  if (parts.length === 1) return parts[0]!;
+  return {
+    get: (namespace, name) => {
+      for (const part of parts) {
+        const found = part.get(namespace, name);
+        if (found) return found;
+      }
+      return undefined;
+    },
+    list: () => [...new Map(parts.flatMap((p) => p.list()).map((w) => [`${w.metadata?.namespace}/${w.metadata?.name}`, w])).values()],
+    size: () => parts.reduce((n, p) => n + p.size(), 0),
+    onEvent: (listener) => {
+      for (const part of parts) part.onEvent(listener);
+    },
+  };
+}
+
 /** One JSON Patch of a workload's template or metadata, by kind. */
 function patchWorkload(apps: AppsV1Api, kind: WorkloadKind, namespace: string, name: string, body: Operation[]): Promise<Workload> {
   switch (kind) {
@@ -164,15 +186,19 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   const log = logger.child({ component: 'restarter' });
 
   const api = new RawApi(opts.kubeConfig);
+  const compat = opts.compat ?? '';
+  const ignore = ignoreLabels(compat, IGNORE_LABEL);
   const metadata: Record<ObjectKind, MetadataCache> = {
-    ConfigMap: createMetadataCache({ name: 'ConfigMap cache', api, plural: 'configmaps', namespaces: opts.namespaces, ignoreLabel: IGNORE_LABEL, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
-    Secret: createMetadataCache({ name: 'Secret cache', api, plural: 'secrets', namespaces: opts.namespaces, ignoreLabel: IGNORE_LABEL, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
+    ConfigMap: createMetadataCache({ name: 'ConfigMap cache', api, plural: 'configmaps', namespaces: opts.namespaces, ignoreLabel: ignore, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
+    Secret: createMetadataCache({ name: 'Secret cache', api, plural: 'secrets', namespaces: opts.namespaces, ignoreLabel: ignore, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
   };
-  const workloadCache = <K extends WorkloadKind>(kind: K): WorkloadCache<K> =>
-    createWorkloadCache(kind, { api, namespaces: opts.namespaces, labelSelector: `${ENABLED_LABEL}=true`, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs });
+  const workloadCache = <K extends WorkloadKind>(kind: K, label = ENABLED_LABEL): WorkloadCache<K> =>
+    createWorkloadCache(kind, { api, namespaces: opts.namespaces, labelSelector: `${label}=true`, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs });
   const workloads: WorkloadCaches = { StatefulSet: workloadCache('StatefulSet'), Deployment: workloadCache('Deployment'), DaemonSet: workloadCache('DaemonSet') };
+  // One label selector cannot OR two labels: Stackable's opt-in (StatefulSets only) is a second label-filtered watch.
+  const stackableSets = compat === 'stackable' ? workloadCache('StatefulSet', STACKABLE_ENABLED_LABEL) : undefined;
   const stores: Record<WorkloadKind, WorkloadStore> = {
-    StatefulSet: storeOf(workloads.StatefulSet),
+    StatefulSet: unionOf([storeOf(workloads.StatefulSet), ...(stackableSets ? [storeOf(stackableSets)] : [])]),
     Deployment: storeOf(workloads.Deployment),
     DaemonSet: storeOf(workloads.DaemonSet),
   };
@@ -180,7 +206,12 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   metrics.watchCacheAge('ConfigMap', () => metadata.ConfigMap.informer.lastEventAgeSeconds());
   metrics.watchCacheAge('Secret', () => metadata.Secret.informer.lastEventAgeSeconds());
   for (const kind of WORKLOAD_KINDS) metrics.watchCacheAge(kind, () => workloads[kind].informer.lastEventAgeSeconds());
-  const informers: Informer<unknown>[] = [metadata.ConfigMap.informer, metadata.Secret.informer, ...WORKLOAD_KINDS.map((kind) => workloads[kind].informer)];
+  const informers: Informer<unknown>[] = [
+    metadata.ConfigMap.informer,
+    metadata.Secret.informer,
+    ...WORKLOAD_KINDS.map((kind) => workloads[kind].informer),
+    ...(stackableSets ? [stackableSets.informer] : []),
+  ];
   const index = new ReverseIndex();
   const apps = opts.kubeConfig.makeApiClient(AppsV1Api);
   const events = new EventRecorder({ kubeConfig: opts.kubeConfig, component: COMPONENT, instance: opts.instance, logger: log });
@@ -196,10 +227,11 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   const digestReader = digestKeys ? new DigestReader(api, () => digestKeys.keys(), (kind) => metrics.dataReads.inc({ kind })) : undefined;
   const reconciler = new Reconciler({
     workload: (kind, namespace, name) => workloadStore(kind).get(namespace, name),
+    dialectOf: (labels) => dialectFor(labels, compat),
     lookup,
     cachesSynced,
     cacheProgress: (kind, namespace) => metadata[kind].informer.resourceVersion(namespace),
-    readFresh: (kind, namespace, name) => readFresh(api, kind, namespace, name),
+    readFresh: (kind, namespace, name) => readFresh(api, kind, namespace, name, ignore),
     minRestartIntervalMs: opts.minRestartIntervalMs ?? DEFAULT_MIN_RESTART_INTERVAL_MS,
     patchWorkload: (kind, namespace, name, ops) => patchWorkload(apps, kind, namespace, name, ops),
     events,
@@ -221,8 +253,9 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     workers: opts.workers ?? DEFAULT_WORKERS,
     debounceMs: opts.debounceMs ?? DEFAULT_DEBOUNCE_MS,
     resyncPeriodMs: opts.resyncPeriodMs ?? DEFAULT_RESYNC_PERIOD_MS,
-    keys: () =>
-      WORKLOAD_KINDS.flatMap((kind) => workloadStore(kind).list().map((w) => workloadKey(kind, w.metadata?.namespace ?? '', w.metadata?.name ?? ''))),
+    keys: () => [
+      ...new Set(WORKLOAD_KINDS.flatMap((kind) => workloadStore(kind).list().map((w) => workloadKey(kind, w.metadata?.namespace ?? '', w.metadata?.name ?? '')))),
+    ],
     syncs: informers,
     term: () => ({ reconciler }),
     describe: describeWorkload,
@@ -237,9 +270,11 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     store.onEvent((event: ObjectEvent<Workload>) => {
       metrics.cachedObjects.set({ kind }, store.size());
       const effect = workloadEventEffect(kind, event);
-      if (effect.index === 'remove') index.removeSet(effect.key);
-      else if (effect.index) index.setReferences(effect.key, event.current?.metadata?.namespace ?? '', effect.index);
-      if (effect.wake) controller.enqueue({ key: effect.key, debounce: true });
+      // a set with both labels that lost one is still in the other watch
+      const still = effect.index === 'remove' ? store.get(event.previous?.metadata?.namespace ?? '', event.previous?.metadata?.name ?? '') : undefined;
+      if (effect.index === 'remove' && !still) index.removeSet(effect.key);
+      else if (effect.index && effect.index !== 'remove') index.setReferences(effect.key, event.current?.metadata?.namespace ?? '', effect.index);
+      if (effect.wake || still) controller.enqueue({ key: effect.key, debounce: true });
     });
   }
   for (const kind of ['ConfigMap', 'Secret'] as const) {

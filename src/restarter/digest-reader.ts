@@ -1,3 +1,4 @@
+import { stackableContentDigest } from '../compat/content-digest.js';
 import type { RawApi } from '../kube/raw-api.js';
 import { isNotFound } from '../kube/raw-api.js';
 import { dataDigests, type KeyDigests, type ObjectData } from './digests.js';
@@ -11,6 +12,8 @@ export interface DigestRead {
   version: string;
   /** Key id → digests, for every key the source held. */
   digests: Map<string, KeyDigests>;
+  /** The unkeyed digest commons-operator writes in `<uid>/<digest>` (--compat stackable); absent for ABSENT. */
+  contentDigest?: string;
 }
 
 /** How long a read answers for the same version: a debounce window and a wave of sets sharing the object. */
@@ -73,6 +76,6 @@ export class DigestReader {
     const digests = new Map<string, KeyDigests>();
     for (const [keyId, key] of keys.keys) digests.set(keyId, dataDigests(kind, object, key));
     const version = `${object.metadata?.uid ?? ''}/${object.metadata?.resourceVersion ?? ''}`;
-    return { version, digests };
+    return { version, digests, contentDigest: stackableContentDigest(kind, object) };
   }
 }

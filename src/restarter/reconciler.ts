@@ -8,15 +8,15 @@ import type { TokenBucket } from '../kube/token-bucket.js';
 import type { Metrics } from '../metrics.js';
 import {
   ABSENT,
-  ENABLED_LABEL,
   FROZEN_ANNOTATION,
   LAST_RESTART_ANNOTATION,
   RESTART_REASON_ANNOTATION,
+  ROLLGUARD_DIALECT,
   annotationChanges,
-  isRollguardAnnotation,
   planAnnotations,
   type AnnotationChange,
   type DesiredAnnotation,
+  type Dialect,
   type HeldBack,
   type ObjectVersion,
   type VersionLookup,
@@ -30,6 +30,7 @@ import { templateAnnotationOps, workloadAnnotationOps } from './patch.js';
 import type { ObjectKind } from './references.js';
 import { recordCovers, type DigestRecord } from './digests.js';
 import { numericResourceVersion, parseAnnotationValue } from './versions.js';
+import { contentDigestValue } from '../compat/stackable.js';
 
 /** Event reasons: a referenced object changed; references tracked for the first time (or newly); references dropped. */
 export const REASON_CONFIG_CHANGED = 'ConfigChanged';
@@ -72,6 +73,8 @@ export interface ReconcilerDeps {
   logger: Logger;
   metrics: Pick<Metrics, 'patches' | 'restarts' | 'restartsDeferred' | 'metadataOnlyChanges'>;
   now?: () => Date;
+  /** The dialect a set is restarted in, from its labels; undefined: not opted in. Omitted: rollguard's label and dialect. */
+  dialectOf?: (labels: Record<string, string> | undefined) => Dialect | undefined;
   /**
    * The data check: one object's digests from a fresh GET (shared by the sets that reference it),
    * and the id of the key digests are written under. Omitted: every version bump rolls.
@@ -100,6 +103,7 @@ interface WriteInDoubt {
 
 interface Plan {
   set: Workload;
+  dialect: Dialect;
   desired: DesiredAnnotation[];
   changes: AnnotationChange[];
   heldBack: HeldBack[];
@@ -126,8 +130,8 @@ export function annotationPatch(kind: WorkloadKind, set: Workload, desired: Desi
 }
 
 /** Why the template is patched: a value changed, references were tracked (the first time, or new ones), or dropped. */
-export function patchReason(current: Record<string, string> | undefined, changes: AnnotationChange[]): string {
-  const annotatedBefore = Object.keys(current ?? {}).some(isRollguardAnnotation);
+export function patchReason(current: Record<string, string> | undefined, changes: AnnotationChange[], dialect: Dialect = ROLLGUARD_DIALECT): string {
+  const annotatedBefore = Object.keys(current ?? {}).some((key) => dialect.isOwnAnnotation(key));
   if (!annotatedBefore) return REASON_REFERENCES_ANNOTATED;
   if (changes.some((c) => c.from !== undefined && c.to !== undefined)) return REASON_CONFIG_CHANGED;
   if (changes.some((c) => c.from === undefined)) return REASON_REFERENCES_ANNOTATED;
@@ -140,10 +144,10 @@ function withFreshVersions(plan: Plan, fresh: Map<string, ObjectVersion | undefi
     const id = `${d.kind}/${d.name}`;
     if (!fresh.has(id)) return d;
     const version = fresh.get(id);
-    return { ...d, value: version ? `${version.uid}/${version.resourceVersion}` : ABSENT };
+    return { ...d, value: version ? `${version.uid}/${version.resourceVersion}` : plan.dialect.missing };
   });
   const heldBack = plan.heldBack.filter((h) => !fresh.has(`${h.kind}/${h.name}`));
-  return { ...plan, desired, changes: annotationChanges(plan.set.spec?.template?.metadata?.annotations, desired), heldBack };
+  return { ...plan, desired, changes: annotationChanges(plan.set.spec?.template?.metadata?.annotations, desired, plan.dialect), heldBack };
 }
 
 function lastRestartOf(set: Workload): number | undefined {
@@ -246,13 +250,21 @@ export class Reconciler {
   private enabledSet(kind: WorkloadKind, namespace: string, name: string): Workload | undefined {
     const set = this.deps.workload(kind, namespace, name);
     // The list/watch selects on the label already; this guards a set that lost it a moment ago.
-    if (!set || set.metadata?.deletionTimestamp || set.metadata?.labels?.[ENABLED_LABEL] !== 'true') return undefined;
+    if (!set || set.metadata?.deletionTimestamp || !this.dialectOf(set)) return undefined;
     return set;
+  }
+
+  private dialectOf(set: Workload): Dialect | undefined {
+    const labels = set.metadata?.labels;
+    if (this.deps.dialectOf) return this.deps.dialectOf(labels);
+    return labels?.[ROLLGUARD_DIALECT.enabledLabel] === 'true' ? ROLLGUARD_DIALECT : undefined;
   }
 
   private plan(kind: WorkloadKind, set: Workload): Plan | undefined {
     const namespace = set.metadata?.namespace ?? '';
+    const dialect = this.dialectOf(set) ?? ROLLGUARD_DIALECT;
     const result = planAnnotations({
+      dialect,
       namespace,
       annotations: set.metadata?.annotations,
       template: set.spec?.template,
@@ -261,14 +273,14 @@ export class Reconciler {
       lookup: this.deps.lookup,
       cacheProgress: (kind) => this.deps.cacheProgress(kind, namespace),
     });
-    const changes = annotationChanges(set.spec?.template?.metadata?.annotations, result.desired);
+    const changes = annotationChanges(set.spec?.template?.metadata?.annotations, result.desired, dialect);
     const wantFrozen = result.frozen.length > 0 ? result.frozen.join(',') : null;
     const haveFrozen = set.metadata?.annotations?.[FROZEN_ANNOTATION] ?? null;
     const frozen = wantFrozen === haveFrozen ? undefined : wantFrozen;
     // where a write of the workload's own annotations is a new generation, records wait for a template write
-    const records = !annotationWritesBumpGeneration(kind) && this.mayNeedRecords(set, result.desired);
+    const records = !annotationWritesBumpGeneration(kind) && this.mayNeedRecords(set, result.desired, dialect);
     if (changes.length === 0 && frozen === undefined && result.heldBack.length === 0 && !records) return undefined;
-    return { set, desired: result.desired, changes, heldBack: result.heldBack, frozen };
+    return { set, dialect, desired: result.desired, changes, heldBack: result.heldBack, frozen };
   }
 
   /**
@@ -329,7 +341,7 @@ export class Reconciler {
   private async writeTemplate(key: string, plan: Plan): Promise<ReconcileResult> {
     const { set, desired, changes } = plan;
     const current = set.spec?.template?.metadata?.annotations;
-    const reason = patchReason(current, changes);
+    const reason = patchReason(current, changes, plan.dialect);
     const ops = [
       ...annotationPatch(splitWorkloadKey(key).kind, set, desired, changes),
       ...this.frozenOps(plan),
@@ -396,8 +408,8 @@ export class Reconciler {
   }
 
   /** Whether a reference of the template lacks a digest record that is right for its value (then one read makes it). */
-  private mayNeedRecords(set: Workload, desired: DesiredAnnotation[]): boolean {
-    if (!this.deps.data) return false;
+  private mayNeedRecords(set: Workload, desired: DesiredAnnotation[], dialect: Dialect): boolean {
+    if (!this.deps.data || !dialect.baselineDigests) return false;
     const records = parseDigestRecords(set.metadata?.annotations);
     const current = set.spec?.template?.metadata?.annotations ?? {};
     const stale = [...records.keys()].some((k) => !desired.some((d) => d.key === k));
@@ -465,6 +477,13 @@ export class Reconciler {
     for (const d of plan.desired) {
       const stored = Object.hasOwn(template, d.key) ? template[d.key] : undefined;
       const record = records.get(d.key);
+      // commons-operator's `<uid>/<content digest>`: kept while the object's data still has that digest
+      const digestForm = plan.dialect.name === 'stackable' && stored !== undefined ? contentDigestValue(stored) : undefined;
+      if (stored !== undefined && digestForm && stored !== d.value && parseAnnotationValue(d.value).kind === 'version' && d.value.startsWith(`${digestForm.uid}/`)) {
+        const fresh = await readData(d);
+        desired.push(fresh?.contentDigest === digestForm.digest ? { ...d, value: stored } : d);
+        continue;
+      }
       const bump = stored !== undefined && stored !== d.value && parseAnnotationValue(stored).kind === 'version' && parseAnnotationValue(d.value).kind === 'version';
       if (bump) {
         const fresh = await readData(d);
@@ -489,7 +508,7 @@ export class Reconciler {
         continue;
       }
       desired.push(d);
-      if (stored === d.value && needsBaseline(d.value, record, currentKeyId) && this.cachedAt(d, namespace, record)) {
+      if (plan.dialect.baselineDigests && stored === d.value && needsBaseline(d.value, record, currentKeyId) && this.cachedAt(d, namespace, record)) {
         const fresh = await readData(d);
         const made = fresh ? baselineRecord(d.value, record, fresh, currentKeyId) : undefined;
         if (made) next.set(d.key, made);
@@ -498,7 +517,7 @@ export class Reconciler {
       }
       if (stored === d.value && record) next.set(d.key, record);
     }
-    const changes = annotationChanges(template, desired).map((c) => (keysOf.has(c.key) ? { ...c, dataKeys: keysOf.get(c.key) } : c));
+    const changes = annotationChanges(template, desired, plan.dialect).map((c) => (keysOf.has(c.key) ? { ...c, dataKeys: keysOf.get(c.key) } : c));
     const want = formatDigestRecords(next) ?? null;
     const have = plan.set.metadata?.annotations?.[DIGESTS_ANNOTATION] ?? null;
     return { ...plan, desired, changes, digests: want === have ? undefined : want };

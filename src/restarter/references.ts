@@ -13,10 +13,11 @@ type Visit = (kind: ObjectKind, name: unknown) => void;
 // every field is read as unknown, and one of the wrong type counts as absent.
 const field = (value: unknown, key: string): unknown => jsonObjectOrUndefined(value)?.[key];
 
-function visitVolumes(volumes: unknown, visit: Visit): void {
+function visitVolumes(volumes: unknown, visit: Visit, projected: boolean): void {
   for (const volume of arrayOrEmpty(volumes)) {
     visit('ConfigMap', field(field(volume, 'configMap'), 'name'));
     visit('Secret', field(field(volume, 'secret'), 'secretName'));
+    if (!projected) continue;
     for (const source of arrayOrEmpty(field(field(volume, 'projected'), 'sources'))) {
       visit('ConfigMap', field(field(source, 'configMap'), 'name'));
       visit('Secret', field(field(source, 'secret'), 'name'));
@@ -45,8 +46,9 @@ function visitContainers(containers: unknown, visit: Visit): void {
  * part of a template. One entry per (kind, name), sorted by kind then name.
  * `template` is a V1PodTemplateSpec or the wire JSON of one; a field of the wrong type
  * (a list that is not an array, a name that is not a string) counts as absent.
+ * `projected: false` leaves projected volumes out (the Stackable dialect does not track them).
  */
-export function referencedObjects(template: unknown): Reference[] {
+export function referencedObjects(template: unknown, options: { projected?: boolean } = {}): Reference[] {
   const found = new Map<string, Reference>();
   const visit: Visit = (kind, name) => {
     if (typeof name !== 'string' || name === '') return;
@@ -55,7 +57,7 @@ export function referencedObjects(template: unknown): Reference[] {
   };
 
   const spec = field(template, 'spec');
-  visitVolumes(field(spec, 'volumes'), visit);
+  visitVolumes(field(spec, 'volumes'), visit, options.projected ?? true);
   visitContainers(field(spec, 'initContainers'), visit);
   visitContainers(field(spec, 'containers'), visit);
 

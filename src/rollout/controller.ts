@@ -5,6 +5,7 @@ import { Controller, type ControllerStatus, type Wake } from '../kube/controller
 import { objectKey, splitObjectKey } from '../kube/informer.js';
 import type { ObjectEvent } from '../kube/object-store.js';
 import { RawApi } from '../kube/raw-api.js';
+import { statusCode } from '../kube/api-status.js';
 import { createStatefulSetCache, type StatefulSetCache } from '../kube/statefulsets.js';
 import type { Runnable } from '../manager.js';
 import type { Metrics } from '../metrics.js';
@@ -15,6 +16,7 @@ import { apiTargetLookups } from '../egress/lookups.js';
 import { annotatedLastStep } from './last-step.js';
 import { createPodInformer } from './pod-cache.js';
 import { RolloutReconciler } from './reconciler.js';
+import { HandoverRunner, handoverSummary, type HandoverSummary } from '../handover/runner.js';
 
 /** Reconciles at once; each is a cache read and at most one write, and a set is never worked on twice at once. */
 export const DEFAULT_ROLLOUT_WORKERS = 2;
@@ -29,6 +31,7 @@ export const DEFAULT_BLOCKED_RECHECK_MS = 10_000;
 /** Every gated set is queued again this often, a guard against a missed event; a set at rest costs no API call. */
 export const DEFAULT_ROLLOUT_RESYNC_PERIOD_MS = 5 * 60_000;
 const POD_KIND_LABEL = 'Pod';
+const NOT_FOUND = 404;
 
 export interface RolloutControllerOptions {
   kubeConfig: KubeConfig;
@@ -44,7 +47,10 @@ export interface RolloutControllerOptions {
   /** How long a pod must be Ready before the next step, for a set whose minReadySeconds is 0. */
   defaultMinReadySeconds: number;
   logger: Logger;
-  metrics: Pick<Metrics, 'rolloutSteps' | 'rolloutBlockedSeconds' | 'rolloutLastStep' | 'reconcileDuration' | 'reconcileErrors' | 'queueDepth' | 'cachedObjects'>;
+  metrics: Pick<
+    Metrics,
+    'rolloutSteps' | 'rolloutBlockedSeconds' | 'rolloutLastStep' | 'reconcileDuration' | 'reconcileErrors' | 'queueDepth' | 'cachedObjects' | 'handovers' | 'handoverDuration'
+  >;
   events: Pick<EventRecorder, 'record'>;
   workers?: number;
   blockedReportAfterMs?: number;
@@ -68,6 +74,8 @@ export interface RolloutSummary {
   blockedBy?: { pod: string; healthCheck: boolean };
   /** RFC 3339. */
   lastStepAt?: string;
+  /** The primary handover in flight (src/handover). */
+  handover?: HandoverSummary;
 }
 
 export interface RolloutControllerStatus {
@@ -147,6 +155,24 @@ export function createRolloutController(opts: RolloutControllerOptions): Rollout
             signal: probeSignal,
           }),
         enqueue: (key) => term.enqueue({ key }),
+        handover: new HandoverRunner({
+          patchPod: async (namespace, name, ops) => {
+            await core.patchNamespacedPod({ name, namespace, body: ops });
+          },
+          readSecret: async (namespace, name) => {
+            try {
+              return (await core.readNamespacedSecret({ name, namespace })).data ?? {};
+            } catch (err) {
+              if (statusCode(err) === NOT_FOUND) return undefined;
+              throw err;
+            }
+          },
+          lookups: targets,
+          enqueue: (key) => term.enqueue({ key }),
+          metrics,
+          logger: log.child({ component: 'handover' }),
+          signal: term.signal,
+        }),
         events: opts.events,
         metrics,
         logger: log,
@@ -202,9 +228,10 @@ export function createRolloutController(opts: RolloutControllerOptions): Rollout
       if (ownSets && !current) return { rollouts: [] };
       const rollouts: RolloutSummary[] = sets.store
         .list()
-        .filter((set) => isHealthGated(set) && inProgress(set))
+        .filter((set) => isHealthGated(set) && (inProgress(set) || handoverSummary(set) !== undefined))
         .map((set) => {
           const key = keyOf(set);
+          const handover = handoverSummary(set);
           const state = current?.state(key);
           const lastStep = state?.lastStepAt ?? annotatedLastStep(set);
           return {
@@ -216,6 +243,7 @@ export function createRolloutController(opts: RolloutControllerOptions): Rollout
             ...(state?.blockedOn !== undefined ? { blockedOn: state.blockedOn } : {}),
             ...(state?.blockedBy !== undefined ? { blockedBy: state.blockedBy } : {}),
             ...(lastStep !== undefined ? { lastStepAt: lastStep.toISOString() } : {}),
+            ...(handover !== undefined ? { handover } : {}),
           };
         })
         .sort((a, b) => objectKey(a.namespace, a.name).localeCompare(objectKey(b.namespace, b.name)));

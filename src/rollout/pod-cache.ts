@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { Informer, objectKey } from '../kube/informer.js';
 import type { RawApi } from '../kube/raw-api.js';
 import type { ReflectorStore } from '../kube/reflector.js';
-import { REVISION_LABEL } from './pods.js';
+import { HANDOVER_REQUEST_ANNOTATION } from '../handover/state.js';
 
 /**
  * The StatefulSet controller puts this label on every pod it makes; selecting on its existence
@@ -41,10 +41,10 @@ export interface CachedPod {
 }
 
 /**
- * A wire pod cut down to what decideRollout and a precondition-guarded delete read: name, uid,
- * resourceVersion, revision label, deletionTimestamp, phase, the Ready condition and each
+ * A wire pod cut down to what decideRollout, decideHandover and a precondition-guarded delete
+ * read: name, uid, resourceVersion, labels, the handover request annotation, deletionTimestamp, phase, the Ready condition and each
  * container's ready flag and waiting reason; and the name of the controlling StatefulSet, from
- * ownerReferences. The spec, every other label and annotation, and managedFields are dropped:
+ * ownerReferences. The spec, every other annotation, and managedFields are dropped:
  * that is most of a pod's size.
  */
 export function decodePod(raw: unknown): CachedPod {
@@ -56,7 +56,9 @@ export function decodePod(raw: unknown): CachedPod {
   if (!namespace || !name || !uid || !resourceVersion) {
     throw new Error(`pod ${namespace ?? ''}/${name ?? '?'} lacks metadata.namespace, name, uid or resourceVersion`);
   }
-  const revision = asString(asRecord(meta?.labels)?.[REVISION_LABEL]);
+  // every label: a primary selector (src/handover) may name any of them; they are small
+  const labels = stringValues(meta?.labels);
+  const request = asString(asRecord(meta?.annotations)?.[HANDOVER_REQUEST_ANNOTATION]);
   const owner = asArray(meta?.ownerReferences)
     .map(asRecord)
     .find((ref) => ref?.controller === true && ref.kind === STATEFULSET_KIND);
@@ -85,7 +87,8 @@ export function decodePod(raw: unknown): CachedPod {
       name,
       uid,
       resourceVersion,
-      ...(revision !== undefined ? { labels: { [REVISION_LABEL]: revision } } : {}),
+      ...(labels !== undefined ? { labels } : {}),
+      ...(request !== undefined ? { annotations: { [HANDOVER_REQUEST_ANNOTATION]: request } } : {}),
       ...(deletionTimestamp ? { deletionTimestamp } : {}),
     },
     status: {
@@ -98,6 +101,13 @@ export function decodePod(raw: unknown): CachedPod {
     },
   };
   return { setName: asString(owner?.name), pod };
+}
+
+function stringValues(value: unknown): Record<string, string> | undefined {
+  const record = asRecord(value);
+  if (!record) return undefined;
+  const out = Object.fromEntries(Object.entries(record).filter((entry): entry is [string, string] => typeof entry[1] === 'string'));
+  return Object.keys(out).length > 0 ? out : undefined;
 }
 
 function podIPs(status: Json | undefined): Pick<V1PodStatus, 'podIP' | 'podIPs'> {

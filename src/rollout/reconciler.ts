@@ -18,6 +18,9 @@ import { policyDenial, REASON_WRITE_DENIED } from '../kube/policy-denial.js';
 import type { HealthResult } from './health-probe.js';
 import { heldPartition, partitionPatch } from './hold.js';
 import { lastStepAt, lastStepOp } from './last-step.js';
+import { podsReplacedBy } from './replaced-pods.js';
+import type { HandoverRunner } from '../handover/runner.js';
+import { wantsHandover } from '../handover/settings.js';
 
 /** Event reasons besides the decision's own (PartitionUpdate, RolloutComplete, Hold). */
 export const REASON_ROLLOUT_BLOCKED = 'RolloutBlocked';
@@ -57,6 +60,8 @@ export interface RolloutReconcilerDeps {
   blockedRecheckMs: number;
   /** Aborts health checks in flight when the controller stops. */
   signal: AbortSignal;
+  /** Hands a primary role over before a write would stop its pod (src/handover). */
+  handover?: HandoverRunner;
   now?: () => Date;
 }
 
@@ -143,6 +148,10 @@ export class RolloutReconciler {
    */
   noteSetChange(previous: V1StatefulSet | undefined, current: V1StatefulSet): void {
     const key = keyOf(current);
+    if (this.deps.handover && wantsHandover(current)) {
+      const pods = this.deps.podsOf(current.metadata?.namespace ?? '', current.metadata?.name ?? '');
+      this.deps.handover.noteSetChange(previous, current, pods, (spec) => this.record(current, spec));
+    }
     if (previous === undefined && !atRest(current)) return;
     if (heldPartition(previous, current) !== undefined) {
       this.pendingHold.set(key, holdReason(previous, current));
@@ -158,6 +167,7 @@ export class RolloutReconciler {
     this.lastSteps.delete(key);
     this.writtenFrom.delete(key);
     this.healthResults.delete(key);
+    this.deps.handover?.forget(key);
     this.blocked.clear(key, this.now().getTime());
   }
 
@@ -171,7 +181,7 @@ export class RolloutReconciler {
 
   /** Resolves once every health check in flight has ended (they abort with the signal). */
   async settled(): Promise<void> {
-    await Promise.all([...this.healthInFlight.values()]);
+    await Promise.all([...this.healthInFlight.values(), this.deps.handover?.settled()]);
   }
 
   async reconcile(key: string): Promise<RolloutReconcileResult> {
@@ -194,15 +204,31 @@ export class RolloutReconciler {
 
     const now = this.now();
     const healthCheck = this.takeHealthResult(key, set, now);
+    const pods = this.deps.podsOf(namespace, name);
     const decision = decideRollout({
       set,
-      pods: this.deps.podsOf(namespace, name),
+      pods,
       now,
       lastStepAt: lastStepAt(set, this.lastSteps.get(key), now),
       minStepIntervalMs: this.deps.minStepIntervalMs,
       defaultMinReadySeconds: this.deps.defaultMinReadySeconds,
       healthCheck,
     });
+    const { handover } = this.deps;
+    if (handover && wantsHandover(set)) {
+      const gate = await handover.gate(key, set, pods, podsReplacedBy(decision, set, pods), {
+        write: async (ops) => {
+          if (ops.length > 0) await this.patch(key, set, ops);
+        },
+        record: (spec) => this.record(set, spec),
+        now,
+      });
+      if (!gate.open) {
+        if (gate.blocked) return this.apply(key, set, { action: 'blocked', ...gate.blocked }, now);
+        if (decision.action !== 'blocked') this.blocked.clear(key, now.getTime());
+        return gate.requeueAfterMs !== undefined ? { requeueAfterMs: gate.requeueAfterMs } : {};
+      }
+    }
     return this.apply(key, set, decision, now);
   }
 

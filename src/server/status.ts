@@ -34,6 +34,8 @@ export interface PublicRollout {
   last_step_at?: string;
   /** e.g. "pod web-0" or "health check (pod web-1)"; the Event on the set says why. */
   blocked_by?: string;
+  /** The primary handover in flight: pods, attempt, since when; what the endpoint answered is in the Events. */
+  handover?: { from: string; to: string; attempt: number; fallback: boolean; started_at: string; paused: boolean };
 }
 
 export function publicRollout(r: RolloutSummary): PublicRollout {
@@ -46,6 +48,9 @@ export function publicRollout(r: RolloutSummary): PublicRollout {
     update_revision: r.updateRevision,
     ...(r.lastStepAt !== undefined ? { last_step_at: r.lastStepAt } : {}),
     ...(blockedBy !== undefined ? { blocked_by: blockedBy } : {}),
+    ...(r.handover !== undefined
+      ? { handover: { from: r.handover.from, to: r.handover.to, attempt: r.handover.attempt, fallback: r.handover.fallback, started_at: r.handover.startedAt, paused: r.handover.paused } }
+      : {}),
   };
 }
 

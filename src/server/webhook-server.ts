@@ -56,6 +56,8 @@ export interface WebhookServerOptions {
   port: number;
   certificates: Pick<CertificateSource, 'current' | 'onChange'>;
   handler: AdmissionHandler;
+  /** POST /validate-eviction: the primary handover's eviction guard (src/handover); absent: no such route. */
+  evictionHandler?: (review: unknown) => Promise<HandlerResult>;
   readiness: () => Readiness;
   logger: Logger;
   metrics: Metrics;
@@ -212,6 +214,13 @@ function buildApp(opts: WebhookServerOptions, state: ServerState) {
       metrics.admissionInFlight.dec();
     }
   });
+  const { evictionHandler } = opts;
+  if (evictionHandler) {
+    app.post('/validate-eviction', { schema: { body: ADMISSION_REVIEW_SCHEMA } }, async (request, reply) => {
+      const result = await evictionHandler(request.body);
+      return reply.code(result.status).send(result.body);
+    });
+  }
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {
     const { ready, reasons } = state.draining ? { ready: false, reasons: ['shutting down'] } : opts.readiness();

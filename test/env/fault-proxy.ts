@@ -26,6 +26,8 @@ export interface FaultProxy {
   restore(): void;
   /** Connections open now. */
   connections(): number;
+  /** Connections accepted since the proxy started: each one a TCP connect and a TLS handshake of the client's. */
+  accepted(): number;
   close(): Promise<void>;
 }
 
@@ -41,6 +43,7 @@ interface Pair {
 export async function startFaultProxy(target: { host: string; port: number }): Promise<FaultProxy> {
   let mode: Mode = 'open';
   const pairs = new Set<Pair>();
+  let accepted = 0;
   const flow = (pair: Pair): void => {
     if (pair.flowing) return;
     pair.flowing = true;
@@ -62,6 +65,7 @@ export async function startFaultProxy(target: { host: string; port: number }): P
       client.destroy();
       return;
     }
+    accepted++;
     const upstream = net.connect(target.port, target.host);
     const pair: Pair = { client, upstream, flowing: false };
     pairs.add(pair);
@@ -106,6 +110,7 @@ export async function startFaultProxy(target: { host: string; port: number }): P
       each(flow);
     },
     connections: () => pairs.size,
+    accepted: () => accepted,
     close: () =>
       new Promise<void>((resolve) => {
         each(({ client, upstream }) => {

@@ -1,5 +1,5 @@
 import { createNamespace, testCluster } from './cluster.js';
-import { FakeKubelet } from '../../src/dev/fake-kubelet.js';
+import { FakeKubelet, type FakeKubeletOptions } from '../../src/dev/fake-kubelet.js';
 import { freePort } from './ports.js';
 import { startRollguardProcess, type RollguardProcess } from './rollguard-process.js';
 import { registerWebhook, type WebhookRegistration } from './webhook-registration.js';
@@ -21,6 +21,10 @@ export interface RollguardFixtureOptions {
   webhook: 'registered' | 'unreachable';
   /** flags beyond the namespaces and the webhook configuration */
   args?: string[];
+  /** e.g. podIps 'distinct', for a fake application that listens on each pod's own address */
+  kubelet?: FakeKubeletOptions;
+  /** 'stackable': rollguard runs with --compat stackable and its webhook has the second entry */
+  compat?: 'stackable';
 }
 
 /**
@@ -31,7 +35,7 @@ export async function startRollguardFixture(opts: RollguardFixtureOptions): Prom
   const { kc, core, kubeconfigPath } = testCluster();
   const ns = await createNamespace(core, opts.name);
   const own = await createNamespace(core, `${opts.name}-rollguard`);
-  const kubelet = new FakeKubelet(kc, ns).start();
+  const kubelet = new FakeKubelet(kc, ns, opts.kubelet).start();
   let rollguard: RollguardProcess | undefined;
   let webhook: WebhookRegistration | undefined;
   const teardown = async (): Promise<void> => {
@@ -53,10 +57,11 @@ export async function startRollguardFixture(opts: RollguardFixtureOptions): Prom
         `--namespace=${own}`,
         `--watch-namespaces=${ns}`,
         `--webhook-configuration=${opts.webhook === 'registered' ? ns : ''}`,
+        ...(opts.compat ? [`--compat=${opts.compat}`] : []),
         ...(opts.args ?? []),
       ],
     });
-    if (opts.webhook === 'registered') webhook = await registerWebhook(kc, { name: ns, port: rollguard.webhookPort, namespace: ns });
+    if (opts.webhook === 'registered') webhook = await registerWebhook(kc, { name: ns, port: rollguard.webhookPort, namespace: ns, compat: opts.compat });
     await rollguard.waitReady();
     return { ns, own, rollguard, kubelet, teardown };
   } catch (err) {

@@ -43,7 +43,8 @@ describe('rollguard dev', () => {
       const held = await holdPort(port);
       if (held) holders.push(held);
     }
-    child = spawn(process.execPath, [CLI, 'dev', `--dev-dir=${devDir}`], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    // --compat stackable: the kuttl suite has Stackable cases too (rollguard's own label is honoured as well)
+    child = spawn(process.execPath, [CLI, 'dev', `--dev-dir=${devDir}`, '--compat=stackable'], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
     exited = new Promise((resolve) => child!.on('exit', (code) => resolve(code)));
@@ -169,6 +170,24 @@ describe('rollguard dev', () => {
       await core.deleteNamespace({ name: namespace }).catch(() => undefined);
     }
   });
+
+  it("hands the demo db's primary role over before its pod is replaced, when db-config changes", async () => {
+    printOutputOnFailure();
+    expect(output).toContain('db-0 is the primary (label role=primary)');
+    const namespace = 'demo';
+    await core.patchNamespacedConfigMap({ name: 'db-config', namespace, body: [{ op: 'replace', path: '/data/max_connections', value: '200' }] });
+    let succeeded = '';
+    await waitUntil(
+      'a HandoverSucceeded Event on demo/db',
+      async () => {
+        const events = await core.listNamespacedEvent({ namespace, fieldSelector: 'involvedObject.name=db' });
+        succeeded = events.items.find((e) => e.reason === 'HandoverSucceeded')?.message ?? '';
+        return succeeded !== '' || events.items.map((e) => e.reason).join(',');
+      },
+      { timeoutMs: 120_000, intervalMs: 500 },
+    );
+    expect(succeeded).toMatch(/^Handed the primary role over from db-0 to db-\d in [\d.]+s \(attempt 1\)$/);
+  }, 150_000);
 
   it('prints a kuttl command that passes against this cluster', async () => {
     printOutputOnFailure();

@@ -17,7 +17,8 @@ describe('kuttl cases', () => {
   let ns: string;
 
   beforeAll(async () => {
-    fixture = await startRollguardFixture({ name: 'kuttl', webhook: 'registered', args: ['--debounce=1s'] });
+    // --compat stackable for the Stackable cases; rollguard's own label is honoured as well
+    fixture = await startRollguardFixture({ name: 'kuttl', webhook: 'registered', compat: 'stackable', args: ['--debounce=1s'] });
     ns = fixture.ns;
   });
   afterAll(async () => {
@@ -47,5 +48,7 @@ describe('kuttl cases', () => {
     expect(summary).toMatch(/PASS: kuttl\/harness\/configmap-change-rolls/);
     expect(summary).toMatch(/PASS: kuttl\/harness\/created-before-configmap/);
     expect(summary).toMatch(/PASS: kuttl\/harness\/deployment-rolled-once/);
+    expect(summary).toMatch(/PASS: kuttl\/harness\/stackable-created-after-configmaps/);
+    expect(summary).toMatch(/PASS: kuttl\/harness\/stackable-created-before-configmaps/);
   }, KUTTL_TIMEOUT_MS + 10_000);
 });

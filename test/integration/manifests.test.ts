@@ -30,6 +30,7 @@ import { parseArgs, type Config } from '../../src/config.js';
 import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
 import { referencedObjects } from '../../src/restarter/references.js';
 import { isHealthGated } from '../../src/rollout/decision.js';
+import { handoverSettings } from '../../src/handover/settings.js';
 import { controlPlaneBinaries } from '../../src/dev/control-plane.js';
 import { printControlPlaneLogsOnFailure, testCluster } from '../env/cluster.js';
 
@@ -86,7 +87,9 @@ const RENDERINGS: Rendering[] = [
   { name: 'kustomize no-webhook', render: kustomize('overlays/no-webhook') },
   { name: 'kustomize cert-manager', render: kustomize('overlays/cert-manager') },
   { name: 'kustomize one-namespace', render: kustomize('overlays/one-namespace') },
+  { name: 'kustomize stackable', render: kustomize('overlays/stackable') },
   { name: 'helm defaults', render: helmTemplate('rollguard', [], OWN_NAMESPACE) },
+  { name: 'helm compat=stackable', render: helmTemplate('rollguard', ['compat=stackable'], OWN_NAMESPACE) },
   { name: 'helm webhook.enabled=false', render: helmTemplate('rollguard', ['webhook.enabled=false'], OWN_NAMESPACE) },
   { name: 'helm tls.certManager.enabled=true', render: helmTemplate('rollguard', ['tls.certManager.enabled=true'], OWN_NAMESPACE) },
   {
@@ -263,6 +266,11 @@ describe('deploy manifests', () => {
       }
       if (namespaced) expect(clusterRules.some((r) => r.resources?.includes(resource)), `no cluster-wide ${resource}`).toBe(false);
     }
+    // the expires-at Pod restarter evicts, only under --compat stackable
+    for (const scope of namespaced ? config.watchNamespaces : ['cluster']) {
+      const rules = scope === 'cluster' ? clusterRules : rulesFor(objects, deploy, scope);
+      expect(allows(rules, '', 'pods/eviction', 'create'), `create pods/eviction in ${scope}`).toBe(config.compat === 'stackable');
+    }
 
     const mwc = 'mutatingwebhookconfigurations';
     if (config.webhookConfiguration !== '') {
@@ -325,6 +333,20 @@ describe('deploy manifests', () => {
       expect(container.livenessProbe?.httpGet).toMatchObject({ path: '/healthz', port: 'admin' });
     },
   );
+
+  it.each(['kustomize stackable', 'helm compat=stackable'])('%s: one webhook entry per opt-in label, and the fence widened for the Stackable keys and evictions', (name) => {
+    const objects = objectsOf(name);
+    expect(rollguardConfig(only<V1Deployment>(objects, 'Deployment')).compat).toBe('stackable');
+    const hooks = only<V1MutatingWebhookConfiguration>(objects, 'MutatingWebhookConfiguration').webhooks ?? [];
+    expect(hooks.map((h) => [h.name, h.objectSelector])).toEqual([
+      ['statefulsets.rollguard.io', { matchLabels: { [ENABLED_LABEL]: 'true' } }],
+      ['stackable-statefulsets.rollguard.io', { matchLabels: { 'restarter.stackable.tech/enabled': 'true' } }],
+    ]);
+    expect(hooks[1]).toEqual({ ...hooks[0], name: hooks[1]!.name, objectSelector: hooks[1]!.objectSelector });
+    const policy = (n: string): string => JSON.stringify(objects.find((o) => o.kind === 'ValidatingAdmissionPolicy' && o.metadata?.name === n));
+    expect(policy('rollguard-fence-statefulsets')).toContain("'configmap.restarter.stackable.tech/', 'secret.restarter.stackable.tech/'");
+    expect(policy('rollguard-fence-writes')).toContain("'/pods/eviction': ['CREATE']");
+  });
 
   it.each(['kustomize no-webhook', 'helm webhook.enabled=false'])('%s: no webhook configuration and nothing to inject', (name) => {
     const objects = objectsOf(name);
@@ -451,7 +473,7 @@ describe('deploy manifests', () => {
       const config = rollguardConfig(deploy);
       const account = `system:serviceaccount:${deploy.metadata!.namespace}:${deploy.spec!.template.spec!.serviceAccountName}`;
       const policies = objects.filter((o) => o.kind === 'ValidatingAdmissionPolicy') as V1ValidatingAdmissionPolicy[];
-      expect(policies.map((p) => p.metadata!.name!.replace(/^.*-fence-/, '')).sort()).toEqual(['deployments-daemonsets', 'pod-deletes', 'statefulsets', 'webhook-ca', 'writes']);
+      expect(policies.map((p) => p.metadata!.name!.replace(/^.*-fence-/, '')).sort()).toEqual(['deployments-daemonsets', 'pod-deletes', 'pods', 'statefulsets', 'webhook-ca', 'writes']);
       for (const policy of policies) {
         expect(policy.spec!.matchConditions, policy.metadata!.name).toEqual([
           { name: 'rollguard-service-account', expression: `request.userInfo.username == '${account}'` },
@@ -536,8 +558,14 @@ describe('deploy manifests', () => {
       });
     }
 
-    const sets = objects.filter((o) => o.kind === 'StatefulSet') as V1StatefulSet[];
-    expect(sets.map((s) => s.metadata!.name).sort()).toEqual(['web', 'web-gated']);
+    const all = objects.filter((o) => o.kind === 'StatefulSet') as V1StatefulSet[];
+    expect(all.map((s) => s.metadata!.name).sort()).toEqual(['db', 'web', 'web-gated']);
+    // db: the handover demo (deploy/examples/db.yaml), health-gated with a primary selector
+    const db = all.find((s) => s.metadata!.name === 'db')!;
+    expect(isHealthGated(db)).toBe(true);
+    expect(handoverSettings(db)).toMatchObject({ ok: true, settings: { action: { kind: 'http', port: 8008, path: '/switchover' } } });
+    expect(referencedObjects(db.spec!.template)).toEqual([{ kind: 'ConfigMap', name: 'db-config' }]);
+    const sets = all.filter((s) => s !== db);
     for (const set of sets) {
       const name = set.metadata!.name!;
       expect(set.metadata!.labels?.[ENABLED_LABEL], `${name} opted in`).toBe('true');

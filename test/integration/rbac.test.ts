@@ -21,6 +21,9 @@ import { startRollguardProcess, type RollguardProcess } from '../env/rollguard-p
 import { waitFor, waitUntil } from '../env/wait.js';
 import { createSignedCertificate } from '../../src/tls/certificates.js';
 import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
+import { EXPIRES_AT_PREFIX } from '../../src/compat/expiry.js';
+import { STACKABLE_ENABLED_LABEL, enabledLabels } from '../../src/compat/stackable.js';
+import { webhookEntryName } from '../../src/dev/webhook-registration.js';
 import { HEALTH_GATED_ANNOTATION, HEALTH_GATED_VALUE } from '../../src/rollout/decision.js';
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
 
@@ -32,6 +35,8 @@ interface Mode {
   /** the service account, and the prefix of every object name */
   account: string;
   render(workloads: string): string;
+  /** --compat of the rendering: rollguard runs with it, and the scenario walks its paths too */
+  compat?: 'stackable';
 }
 
 const kubectlKustomize = (dir: string): string =>
@@ -50,6 +55,18 @@ const MODES: Mode[] = [
         ['template', 'rgns', path.resolve('deploy/helm/rollguard'), '--namespace', ROLLGUARD_NAMESPACE, '--set', 'rbac.scope=namespaces', '--set', `rbac.namespaces={${workloads}}`],
         { encoding: 'utf8' },
       );
+    },
+  },
+  {
+    // --compat stackable widens RBAC (pods/eviction) and the fence (Stackable keys, evictions)
+    name: 'cluster-wide, --compat stackable (Helm compat=stackable)',
+    account: 'rgstk-rollguard',
+    compat: 'stackable',
+    render: () => {
+      const tools = execFileSync('bash', [path.resolve('test/env/build-tools.sh')], { encoding: 'utf8' }).trim().split('\n').pop() ?? '';
+      return execFileSync(path.join(tools, 'helm'), ['template', 'rgstk', path.resolve('deploy/helm/rollguard'), '--namespace', ROLLGUARD_NAMESPACE, '--set', 'compat=stackable'], {
+        encoding: 'utf8',
+      });
     },
   },
 ];
@@ -185,25 +202,24 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
         `--lease-name=${mode.account}-leader`,
         '--rollout-min-step-interval=0s',
         '--rollout-min-ready=0s',
+        ...(mode.compat ? [`--compat=${mode.compat}`] : []),
       ],
     });
     const admission = kc.makeApiClient(AdmissionregistrationV1Api);
     await admission.createMutatingWebhookConfiguration({
       body: {
         metadata: { name: webhookConfiguration },
-        webhooks: [
-          {
-            name: 'statefulsets.rollguard.io',
-            clientConfig: { url: `https://127.0.0.1:${rollguard.webhookPort}/mutate` },
-            rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: ['statefulsets', 'deployments', 'daemonsets'] }],
-            objectSelector: { matchLabels: { [ENABLED_LABEL]: 'true' } },
-            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': workloads } },
-            failurePolicy: 'Ignore',
-            sideEffects: 'None',
-            admissionReviewVersions: ['v1'],
-            timeoutSeconds: 5,
-          },
-        ],
+        webhooks: enabledLabels(mode.compat ?? '').map((label) => ({
+          name: webhookEntryName(label),
+          clientConfig: { url: `https://127.0.0.1:${rollguard!.webhookPort}/mutate` },
+          rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: label === ENABLED_LABEL ? ['statefulsets', 'deployments', 'daemonsets'] : ['statefulsets'] }],
+          objectSelector: { matchLabels: { [label]: 'true' } },
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': workloads } },
+          failurePolicy: 'Ignore',
+          sideEffects: 'None',
+          admissionReviewVersions: ['v1'],
+          timeoutSeconds: 5,
+        })),
       },
     });
     await rollguard.waitReady();
@@ -278,8 +294,16 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
         s.metadata?.annotations?.[LAST_STEP_ANNOTATION] !== undefined;
       return done || `partition ${s.spec?.updateStrategy?.rollingUpdate?.partition}, revisions ${st?.currentRevision}→${st?.updateRevision}`;
     }, { timeoutMs: 60_000 });
+    // a handover's annotation of a pod of an opted-in set, and the removal of a request, pass the fence
+    await sa.core.patchNamespacedPod({
+      name: 'gated-1',
+      namespace: workloads,
+      body: [{ op: 'add', path: '/metadata/annotations', value: { 'example.com/demote': 'true', 'rollguard.io/handover': 'requested' } }],
+    });
+    await sa.core.patchNamespacedPod({ name: 'gated-1', namespace: workloads, body: [{ op: 'remove', path: '/metadata/annotations/rollguard.io~1handover' }] });
     // rollguard's delete of a pod of an opted-in set passes the fence
     await sa.core.deleteNamespacedPod({ name: 'gated-0', namespace: workloads });
+    if (mode.compat === 'stackable') await walkStackablePaths();
 
     const calls = await waitFor('rollguard requests in the audit log, a Lease renewal among them', () => {
       const events = fs
@@ -301,6 +325,7 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
     // granted for paths this scenario does not walk; each with the reason it exists
     const exercisedElsewhere = new Map<Grant, string>([
       ['/pods delete', 'health-gated rollback deletes a stuck pod (test/integration/rollout-*.test.ts)'],
+      ['/pods get', 'the eviction guard reads the pod being evicted (test/integration/handover.test.ts)'],
       ['/events patch', 'a repeated Event is counted up instead of written again'],
       ['/services get', 'a health URL naming a Service of the set\'s namespace (test/integration/rollout-health-target.test.ts)'],
       ['coordination.k8s.io/leases create', 'only the first replica ever creates the Lease; another test file may have'],
@@ -311,6 +336,34 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
     const unused = [...granted].filter((g) => !used.has(g) && !exercisedElsewhere.has(g)).sort();
     expect(unused, 'granted but never used: drop them from deploy/ (base rbac.yaml, the chart\'s rbac.yaml)').toEqual([]);
   });
+
+  /** --compat stackable: a Stackable set rolled through the fence, and a pod evicted at its expires-at time. */
+  async function walkStackablePaths(): Promise<void> {
+    await core.createNamespacedConfigMap({ namespace: workloads, body: { metadata: { name: 'stk-cfg' }, data: { a: '1' } } });
+    const stk = statefulSet('stk', { replicas: 1, labels: { [STACKABLE_ENABLED_LABEL]: 'true' } });
+    stk.spec!.template.spec!.containers[0]!.envFrom = [{ configMapRef: { name: 'stk-cfg' } }];
+    await apps.createNamespacedStatefulSet({ namespace: workloads, body: stk });
+    const pod = await waitFor('pod stk-0', () => core.readNamespacedPod({ name: 'stk-0', namespace: workloads }).catch(() => undefined));
+    await core.patchNamespacedConfigMap({ name: 'stk-cfg', namespace: workloads, body: [{ op: 'replace', path: '/data/a', value: '2' }] });
+    await waitFor('the ConfigMap change to roll stk through the fence', async () => {
+      const s = await apps.readNamespacedStatefulSet({ name: 'stk', namespace: workloads });
+      return (s.metadata?.generation ?? 0) >= 2 ? true : undefined;
+    });
+    // a pod whose certificate expires now: evicted by rollguard's own account (pods/eviction create)
+    const victim = await waitFor('a pod stk-0 of the new revision', async () => {
+      const p = await core.readNamespacedPod({ name: 'stk-0', namespace: workloads }).catch(() => undefined);
+      return p && p.metadata?.uid !== pod.metadata?.uid && !p.metadata?.deletionTimestamp ? p : undefined;
+    });
+    await core.patchNamespacedPod({
+      name: 'stk-0',
+      namespace: workloads,
+      body: [{ op: 'add', path: '/metadata/annotations', value: { [`${EXPIRES_AT_PREFIX}tls`]: new Date().toISOString() } }],
+    });
+    await waitUntil('stk-0 evicted at its expires-at time', async () => {
+      const events = await core.listNamespacedEvent({ namespace: workloads });
+      return events.items.some((e) => e.reason === 'Expired' && e.involvedObject.uid === victim.metadata?.uid) || `reasons: ${events.items.map((e) => e.reason).join(',')}`;
+    });
+  }
 
   it('is denied, by a policy of the fence and not by RBAC, every write its contract does not name', async () => {
     printControlPlaneLogsOnFailure();
@@ -341,6 +394,14 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
       ['add a foreign template annotation to a DaemonSet', fencePolicy('deployments-daemonsets'), 'this write changes example.com/x', patchDaemonSet([{ op: 'add', path: '/spec/template/metadata/annotations/example.com~1x', value: '1' }])],
       ['delete a pod of a set that did not opt in', fencePolicy('pod-deletes'), 'plain-0 belongs to plain', () => sa.core.deleteNamespacedPod({ name: 'plain-0', namespace: workloads })],
       ['delete a pod no StatefulSet owns', fencePolicy('writes'), 'loose has no such owner', () => sa.core.deleteNamespacedPod({ name: 'loose', namespace: workloads })],
+      ['annotate a pod of a set that did not opt in', fencePolicy('pod-deletes'), 'plain-0 belongs to plain', () =>
+        sa.core.patchNamespacedPod({ name: 'plain-0', namespace: workloads, body: [{ op: 'add', path: '/metadata/annotations', value: { 'example.com/x': '1' } }] })],
+      ['annotate a pod no StatefulSet owns', fencePolicy('writes'), 'loose has no such owner', () =>
+        sa.core.patchNamespacedPod({ name: 'loose', namespace: workloads, body: [{ op: 'add', path: '/metadata/annotations', value: { 'example.com/x': '1' } }] })],
+      ["move a pod's role label", fencePolicy('pods'), 'this write changes metadata.labels', () =>
+        sa.core.patchNamespacedPod({ name: 'web-0', namespace: workloads, body: [{ op: 'add', path: '/metadata/labels/role', value: 'primary' }] })],
+      ["change a pod's spec", fencePolicy('pods'), 'this write changes spec', () =>
+        sa.core.patchNamespacedPod({ name: 'web-0', namespace: workloads, body: [{ op: 'add', path: '/spec/activeDeadlineSeconds', value: 1 }] })],
       ['write another Secret', fencePolicy('writes'), `not ${ROLLGUARD_NAMESPACE}/stolen`, () => sa.core.createNamespacedSecret({ namespace: ROLLGUARD_NAMESPACE, body: { metadata: { name: 'stolen' }, stringData: { k: 'v' } } })],
       ['change the webhook rules', fencePolicy('webhook-ca'), 'this write changes webhooks statefulsets.rollguard.io', () =>
         sa.admission.patchMutatingWebhookConfiguration({

@@ -65,6 +65,7 @@ describe('parseArgs', () => {
     [['--shutdown-delay', '30s'], /--shutdown-delay .* must be shorter than --shutdown-timeout/],
     [['--key-bits', '1024'], /--key-bits="1024": must be at least 2048/],
     [['--tls-extra-ips', 'not-an-ip'], /--tls-extra-ips entry "not-an-ip"/],
+    [['--compat', 'reloader'], /--compat="reloader": expected stackable or empty/],
   ])('%j stops startup with a message naming the flag', (argv, message) => {
     expect(() => parse(argv)).toThrow(ConfigError);
     expect(() => parse(argv)).toThrow(message);

@@ -8,6 +8,7 @@ import {
 } from '../../src/restarter/annotations.js';
 import { DIGESTS_ANNOTATION } from '../../src/restarter/digests.js';
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
+import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_STATE_ANNOTATION } from '../../src/handover/state.js';
 
 const read = (file: string): string => fs.readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8');
 const BASE = 'deploy/base/admission-policy.yaml';
@@ -38,7 +39,7 @@ function setAnnotations(file: string): string[] {
 // missing here would have the fence deny rollguard's own patch.
 describe('the fence (deploy/base/admission-policy.yaml)', () => {
   it('lets rollguard write every StatefulSet annotation it writes, and no other', () => {
-    expect(setAnnotations(BASE)).toEqual([LAST_STEP_ANNOTATION, LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION, DIGESTS_ANNOTATION]);
+    expect(setAnnotations(BASE)).toEqual([LAST_STEP_ANNOTATION, LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION, DIGESTS_ANNOTATION, HANDOVER_STATE_ANNOTATION]);
   });
 
   it('lets rollguard write the same annotations on Deployments and DaemonSets, but for the partition step\'s', () => {
@@ -64,5 +65,12 @@ describe('the fence (deploy/base/admission-policy.yaml)', () => {
   it('allows the pod-template annotation prefixes the restarter writes', () => {
     const prefixes = /- name: templateAnnotationPrefixes\n\s+expression: "\[(.*)\]"/.exec(read(BASE))?.[1];
     expect(prefixes).toBe(Object.values(ANNOTATION_PREFIX).map((p) => `'${p}'`).join(', '));
+  });
+
+  it('lets rollguard remove from a pod only the handover request annotation it names', () => {
+    for (const file of [BASE, CHART]) {
+      const rule = /expression: variables\.removedAnnotations\.all\(k, k == '([^']+)'\)/.exec(read(file))?.[1];
+      expect(rule, file).toBe(HANDOVER_REQUEST_ANNOTATION);
+    }
   });
 });

@@ -42,11 +42,17 @@ function wirePod(name: string, opts: { rv?: string; owner?: string | null; ready
 }
 
 describe('decodePod', () => {
-  it('keeps only what a rollout decision, a guarded delete and a health-URL target check read', () => {
+  it('keeps only what a rollout or handover decision, a guarded delete and a health-URL target check read', () => {
     const { setName, pod } = decodePod(wirePod('web-0'));
     expect(setName).toBe('web');
     expect(pod).toEqual({
-      metadata: { namespace: 'shop', name: 'web-0', uid: 'uid-web-0', resourceVersion: '1', labels: { 'controller-revision-hash': 'web-5d8f7c' } },
+      metadata: {
+        namespace: 'shop',
+        name: 'web-0',
+        uid: 'uid-web-0',
+        resourceVersion: '1',
+        labels: { app: 'web', 'controller-revision-hash': 'web-5d8f7c', 'statefulset.kubernetes.io/pod-name': 'web-0' },
+      },
       status: {
         phase: 'Running',
         podIP: '10.0.0.1',
@@ -63,6 +69,13 @@ describe('decodePod', () => {
     expect(health(wirePod('web-0', { ready: false, waiting: 'CrashLoopBackOff' }))).toEqual({ ready: false, reason: 'CrashLoopBackOff' });
     expect(health(wirePod('web-0', { ready: false }))).toEqual({ ready: false, reason: 'not Ready (ContainersNotReady)' });
     expect(health(wirePod('web-0', { deleting: true }))).toEqual({ ready: false, reason: 'Terminating' });
+  });
+
+  it('keeps the handover request annotation and no other', () => {
+    const raw = wirePod('web-0') as { metadata: { annotations: Record<string, string> } };
+    raw.metadata.annotations['rollguard.io/handover'] = 'requested';
+    expect(decodePod(raw).pod.metadata?.annotations).toEqual({ 'rollguard.io/handover': 'requested' });
+    expect(decodePod(wirePod('web-0')).pod.metadata?.annotations).toBeUndefined();
   });
 
   it('names the pod when a required field is missing', () => {

@@ -16,4 +16,9 @@ describe('publicRollout', () => {
     expect(publicRollout({ ...base, blockedOn: 'Rollout blocked at partition 2: pod db-1 is not ready (CrashLoopBackOff)', blockedBy: { pod: 'db-1', healthCheck: false } }).blocked_by).toBe('pod db-1');
     expect(publicRollout(base).blocked_by).toBeUndefined();
   });
+  it('shows the handover in flight: pods, attempt, since when, paused; never what the endpoint answered', () => {
+    const handover = { from: 'db-0', to: 'db-2', attempt: 2, fallback: false, startedAt: '2026-12-01T10:00:05.000Z', paused: false };
+    expect(publicRollout({ ...base, handover }).handover).toEqual({ from: 'db-0', to: 'db-2', attempt: 2, fallback: false, started_at: '2026-12-01T10:00:05.000Z', paused: false });
+    expect(publicRollout(base).handover).toBeUndefined();
+  });
 });

@@ -1,0 +1,363 @@
+import type { V1Pod } from '@kubernetes/client-node';
+import { isTerminating, podOrdinal, podRevision } from '../rollout/pods.js';
+import { matches } from './selector.js';
+import { describeAction, type HandoverAction, type HandoverSettings } from './settings.js';
+import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE, HANDOVER_STATE_ANNOTATION, type HandoverState, type HandoverTrigger, type ReadState } from './state.js';
+
+export const REASON_HANDOVER_STARTED = 'HandoverStarted';
+export const REASON_HANDOVER_SUCCEEDED = 'HandoverSucceeded';
+export const REASON_HANDOVER_FAILED = 'HandoverFailed';
+export const REASON_HANDOVER_FALLBACK = 'HandoverFallback';
+export const REASON_HANDOVER_SKIPPED = 'HandoverSkipped';
+export const REASON_PRIMARY_SCALED_DOWN = 'PrimaryScaledDown';
+
+/** While a call is answered and the labels have not moved, look again this often (pod events wake the set sooner). */
+export const VERIFY_POLL_MS = 1_000;
+
+/** How a handover ended, for the handovers metric. A closed set. */
+export type HandoverResult = 'succeeded' | 'paused' | 'proceeded' | 'abandoned';
+
+/** What the call of one attempt did: `failed` when the answer says it did not start (refused, 4xx, 5xx but 503). */
+export interface CallAnswer {
+  attempt: number;
+  fallback: boolean;
+  failed: boolean;
+  detail: string;
+}
+
+export interface HandoverInput {
+  namespace: string;
+  setName: string;
+  settings: HandoverSettings;
+  state: ReadState;
+  /** The set's pods, with their labels and the request annotation. */
+  pods: readonly V1Pod[];
+  /** Pods the rollout's next write would have replaced (a step, a forced rollback); empty when none. */
+  replacing: readonly string[];
+  updateRevision: string | undefined;
+  now: Date;
+  answer?: CallAnswer;
+}
+
+export interface HandoverEvent {
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+}
+
+export interface HandoverCall {
+  action: HandoverAction;
+  /** The pod the action is performed on. */
+  target: string;
+  primary: string;
+  candidate: string;
+  attempt: number;
+  fallback: boolean;
+}
+
+export type HandoverStep =
+  /** Nothing to hand over: the rollout may do what it decided. */
+  | { kind: 'open' }
+  /** The rollout must not step; `cause` is stable while the cause lasts. */
+  | { kind: 'blocked'; pod: string; cause: string; message: string }
+  /** A handover is in flight and only time is missing. */
+  | { kind: 'wait'; retryAfterMs: number; reason: string }
+  /**
+   * Write `state` on the set (undefined: remove it) behind the resourceVersion test; only if
+   * that succeeds record `event`, make `call`, count `result` and remove the request on `clearRequest`.
+   */
+  | {
+      kind: 'write';
+      state: HandoverState | undefined;
+      event?: HandoverEvent;
+      call?: HandoverCall;
+      result?: HandoverResult;
+      durationMs?: number;
+      clearRequest?: string;
+      log: string;
+    }
+  /** A request on a pod that is not the primary: remove it and say so. */
+  | { kind: 'clear-request'; pod: string; event: HandoverEvent };
+
+export function isReady(pod: V1Pod): boolean {
+  return !isTerminating(pod) && pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
+}
+
+function nameOf(pod: V1Pod): string {
+  return pod.metadata?.name ?? '';
+}
+
+function byOrdinal(setName: string): (a: V1Pod, b: V1Pod) => number {
+  const ordinal = (pod: V1Pod): number => podOrdinal(nameOf(pod), setName) ?? Number.MAX_SAFE_INTEGER;
+  return (a, b) => ordinal(a) - ordinal(b);
+}
+
+/**
+ * The pod the role should go to: Ready, not terminating, not the primary; one on the update
+ * revision if any is (the rollout then needs no second handover), else the one rolled last
+ * (the lowest ordinal: partitions step down from the highest).
+ */
+export function chooseCandidate(pods: readonly V1Pod[], primary: string, setName: string, updateRevision: string | undefined): string | undefined {
+  const ready = pods.filter((p) => nameOf(p) !== primary && isReady(p)).sort(byOrdinal(setName));
+  const updated = ready.filter((p) => updateRevision !== undefined && podRevision(p) === updateRevision);
+  return nameOf(updated[0] ?? ready[0] ?? {}) || undefined;
+}
+
+function labelsOf(pod: V1Pod | undefined): Record<string, string> | undefined {
+  return pod?.metadata?.labels;
+}
+
+function seconds(ms: number): string {
+  return `${Math.round(ms / 100) / 10}s`;
+}
+
+function elapsed(since: string | undefined, now: Date): number {
+  const at = since === undefined ? NaN : new Date(since).getTime();
+  return Number.isNaN(at) ? 0 : Math.max(0, now.getTime() - at);
+}
+
+/** What the labels show, in words, for a HandoverFailed Event. */
+function labelsSeen(primaries: readonly V1Pod[], from: string): string {
+  if (primaries.length === 0) return 'no pod matches the primary selector';
+  const names = primaries.map(nameOf);
+  if (names.length === 1 && names[0] === from) return `${from} still matches the primary selector`;
+  const notReady = primaries.filter((p) => !isReady(p)).map(nameOf);
+  return `${names.join(', ')} ${names.length === 1 ? 'matches' : 'match'} the primary selector${notReady.length > 0 ? ` (not Ready: ${notReady.join(', ')})` : ''}`;
+}
+
+/**
+ * The primary's pod when its ordinal lies at or above `replicas`: a scale-down removes it,
+ * and the StatefulSet controller deletes such pods at once, with no eviction to intercept.
+ */
+export function scaledDownPrimary(pods: readonly V1Pod[], settings: HandoverSettings, setName: string, replicas: number, start: number): V1Pod | undefined {
+  return pods.find((p) => {
+    const ordinal = podOrdinal(nameOf(p), setName);
+    return ordinal !== undefined && ordinal - start >= replicas && matches(settings.selector, labelsOf(p));
+  });
+}
+
+/**
+ * The next move of a set's handover, from its settings, the state annotation, its pods (labels
+ * decide, never an answer) and the clock. Pure; HandoverRunner carries it out.
+ */
+export function decideHandover(input: HandoverInput): HandoverStep {
+  const { settings, pods, setName } = input;
+  const primaries = pods.filter((p) => !isTerminating(p) && matches(settings.selector, labelsOf(p))).sort(byOrdinal(setName));
+  if (input.state.kind === 'unreadable') {
+    return {
+      kind: 'write',
+      state: undefined,
+      event: { type: 'Warning', reason: REASON_HANDOVER_FAILED, message: `Removed ${HANDOVER_STATE_ANNOTATION}: ${JSON.stringify(input.state.raw.slice(0, 200))} is not a handover rollguard wrote; deciding afresh from the labels` },
+      log: 'unreadable handover state removed',
+    };
+  }
+  if (input.state.kind === 'state') return continueHandover(input, input.state.state, primaries);
+
+  const requested = pods
+    .filter((p) => !isTerminating(p) && p.metadata?.annotations?.[HANDOVER_REQUEST_ANNOTATION] === HANDOVER_REQUEST_VALUE)
+    .sort(byOrdinal(setName));
+  const first = requested[0];
+  if (first) {
+    const only = primaries.length === 1 ? primaries[0] : undefined;
+    if (only && nameOf(only) === nameOf(first)) return start(input, only, 'requested');
+    return {
+      kind: 'clear-request',
+      pod: nameOf(first),
+      event: {
+        type: 'Normal',
+        reason: REASON_HANDOVER_SKIPPED,
+        message: `Handover requested on pod ${nameOf(first)}, which is not the primary (${labelsSeen(primaries, nameOf(first))}): nothing to hand over; request removed`,
+      },
+    };
+  }
+
+  if (input.replacing.length === 0) return { kind: 'open' };
+  const pod = input.replacing[0]!;
+  if (primaries.length !== 1) {
+    const several = primaries.length > 1;
+    return {
+      kind: 'blocked',
+      pod,
+      cause: several ? 'primary:several' : 'primary:none',
+      message: `Rollout blocked before pod ${pod}: ${several ? `${primaries.length} pods (${primaries.map(nameOf).join(', ')}) match` : 'no pod matches'} the primary selector ${JSON.stringify(settings.selectorText)}, so rollguard cannot tell that replacing ${pod} is safe`,
+    };
+  }
+  const primary = primaries[0]!;
+  if (!input.replacing.includes(nameOf(primary))) return { kind: 'open' };
+  return start(input, primary, 'rollout');
+}
+
+function start(input: HandoverInput, primary: V1Pod, trigger: HandoverTrigger): HandoverStep {
+  const { settings, now, setName } = input;
+  const from = nameOf(primary);
+  const candidate = chooseCandidate(input.pods, from, setName, input.updateRevision);
+  const base: HandoverState = {
+    from,
+    fromUid: primary.metadata?.uid ?? '',
+    to: candidate ?? '',
+    trigger,
+    startedAt: now.toISOString(),
+    attempt: 1,
+    fallback: false,
+  };
+  if (candidate === undefined) {
+    const why = `no other pod of ${setName} is Ready to take the primary role from ${from}`;
+    if (trigger === 'requested') {
+      return {
+        kind: 'write',
+        state: undefined,
+        event: { type: 'Warning', reason: REASON_HANDOVER_FAILED, message: `Handover requested on pod ${from} not started: ${why}; request removed` },
+        result: 'abandoned',
+        clearRequest: from,
+        log: 'requested handover without a candidate',
+      };
+    }
+    if (settings.onFailure === 'proceed') {
+      return {
+        kind: 'write',
+        state: { ...base, outcome: 'proceed' },
+        event: { type: 'Warning', reason: REASON_HANDOVER_FAILED, message: `No handover before replacing pod ${from}: ${why}; proceeding (handover-on-failure: proceed), the application fails over` },
+        result: 'proceeded',
+        log: 'no candidate, proceeding',
+      };
+    }
+    return { kind: 'blocked', pod: from, cause: 'handover:no-candidate', message: `Rollout blocked before pod ${from}, the primary: ${why}` };
+  }
+  const state: HandoverState = { ...base, calledAt: now.toISOString() };
+  return {
+    kind: 'write',
+    state,
+    event: startedEvent(state, settings, trigger === 'requested' ? 'asked by the annotation on the pod' : `before the rollout replaces pod ${from}`),
+    call: callOf(state, settings),
+    log: 'handover started',
+  };
+}
+
+function startedEvent(state: HandoverState, settings: HandoverSettings, why: string): HandoverEvent {
+  const action = state.fallback ? settings.fallback : settings.action;
+  const attempt = state.fallback ? 'the fallback' : `attempt ${state.attempt} of ${settings.retries}`;
+  return {
+    type: 'Normal',
+    reason: state.fallback ? REASON_HANDOVER_FALLBACK : REASON_HANDOVER_STARTED,
+    message: `Handing the primary role over from ${state.from} to ${state.to} (${attempt}, ${action ? describeAction(action) : 'no action'}), ${why}`,
+  };
+}
+
+function callOf(state: HandoverState, settings: HandoverSettings): HandoverCall | undefined {
+  const action = state.fallback ? settings.fallback : settings.action;
+  if (!action) return undefined;
+  const target = action.kind === 'http' && action.on === 'candidate' ? state.to : state.from;
+  return { action, target, primary: state.from, candidate: state.to, attempt: state.attempt, fallback: state.fallback };
+}
+
+function continueHandover(input: HandoverInput, state: HandoverState, primaries: readonly V1Pod[]): HandoverStep {
+  const { settings, now, pods, setName } = input;
+  const fromPod = pods.find((p) => nameOf(p) === state.from);
+  const clearRequest = state.trigger === 'requested' ? state.from : undefined;
+  const fromGone = !fromPod || fromPod.metadata?.uid !== state.fromUid || isTerminating(fromPod);
+  const stillPrimary = fromPod !== undefined && !fromGone && matches(settings.selector, labelsOf(fromPod));
+  const newPrimary = primaries.find((p) => nameOf(p) !== state.from && isReady(p));
+
+  if (!stillPrimary && newPrimary && !(state.outcome === 'proceed' && fromGone)) {
+    const durationMs = elapsed(state.startedAt, now);
+    return {
+      kind: 'write',
+      state: undefined,
+      event: {
+        type: 'Normal',
+        reason: REASON_HANDOVER_SUCCEEDED,
+        message: `Handed the primary role over from ${state.from} to ${nameOf(newPrimary)} in ${seconds(durationMs)} (${state.fallback ? 'by the fallback' : `attempt ${state.attempt}`})${state.trigger === 'requested' ? '; request removed' : ''}`,
+      },
+      result: 'succeeded',
+      durationMs,
+      ...(clearRequest ? { clearRequest } : {}),
+      log: 'handover succeeded',
+    };
+  }
+  if (fromGone) {
+    // the step that replaced the pod went on as chosen (proceed), or the pod went away under us
+    if (state.outcome === 'proceed') return { kind: 'write', state: undefined, log: 'primary pod replaced after a failed handover (proceed)' };
+    return {
+      kind: 'write',
+      state: undefined,
+      event: { type: 'Warning', reason: REASON_HANDOVER_FAILED, message: `Handover from ${state.from} ended: the pod was deleted or replaced before the role moved (${labelsSeen(primaries, state.from)})` },
+      result: 'abandoned',
+      log: 'primary pod went away mid-handover',
+    };
+  }
+  if (state.outcome === 'proceed') return { kind: 'open' };
+
+  if (state.calledAt === undefined) {
+    const nextInMs = state.nextAt === undefined ? 0 : new Date(state.nextAt).getTime() - now.getTime();
+    if (nextInMs > 0) return { kind: 'wait', retryAfterMs: nextInMs, reason: `next handover attempt of ${setName} in ${seconds(nextInMs)}` };
+    // re-read before every attempt: an application that moved the role by itself needs no call
+    if (!stillPrimary) return { kind: 'wait', retryAfterMs: VERIFY_POLL_MS, reason: `${state.from} no longer matches the primary selector; waiting for a Ready pod to match` };
+    const candidate = chooseCandidate(pods, state.from, setName, input.updateRevision);
+    if (candidate === undefined) {
+      return attemptFailed(input, state, `no other pod is Ready to take the role`);
+    }
+    const next: HandoverState = { ...state, to: candidate, calledAt: now.toISOString() };
+    delete next.nextAt;
+    const paused = state.outcome === 'paused';
+    return {
+      kind: 'write',
+      state: next,
+      ...(paused ? {} : { event: startedEvent(next, settings, state.trigger === 'requested' ? 'asked by the annotation on the pod' : `before the rollout replaces pod ${state.from}`) }),
+      call: callOf(next, settings),
+      log: paused ? 'paused handover: trying again' : 'handover attempt',
+    };
+  }
+
+  const answer = input.answer && input.answer.attempt === state.attempt && input.answer.fallback === state.fallback ? input.answer : undefined;
+  const deadlineInMs = settings.timeoutMs - elapsed(state.calledAt, now);
+  if (answer?.failed !== true && deadlineInMs > 0) {
+    return { kind: 'wait', retryAfterMs: Math.min(deadlineInMs, VERIFY_POLL_MS), reason: `waiting for the primary label to move from ${state.from} (${seconds(deadlineInMs)} left)` };
+  }
+  const said = answer
+    ? `the endpoint answered ${answer.detail}`
+    : 'no answer was recorded (rollguard restarted, or the call outlived the timeout)';
+  return attemptFailed(input, state, `${said}; after ${seconds(elapsed(state.calledAt, now))} ${labelsSeen(primaries, state.from)}`);
+}
+
+function attemptFailed(input: HandoverInput, state: HandoverState, what: string): HandoverStep {
+  const { settings, now } = input;
+  const nextAt = new Date(now.getTime() + settings.intervalMs).toISOString();
+  const retry = (changes: Partial<HandoverState>): HandoverState => {
+    const next: HandoverState = { ...state, ...changes, nextAt };
+    delete next.calledAt;
+    return next;
+  };
+  const which = state.fallback ? 'the fallback' : `attempt ${state.attempt} of ${settings.retries}`;
+  const failed = `Handover of the primary role from ${state.from} to ${state.to} failed (${which}): ${what}`;
+  const warn = (message: string): HandoverEvent => ({ type: 'Warning', reason: REASON_HANDOVER_FAILED, message });
+  const interval = seconds(settings.intervalMs);
+
+  if (state.outcome === 'paused') {
+    return { kind: 'write', state: retry({ attempt: state.attempt + 1 }), log: `paused handover: attempt failed: ${what}` };
+  }
+  if (!state.fallback && state.attempt < settings.retries) {
+    return { kind: 'write', state: retry({ attempt: state.attempt + 1 }), event: warn(`${failed}; next attempt in ${interval}`), log: 'handover attempt failed' };
+  }
+  if (!state.fallback && settings.fallback) {
+    return { kind: 'write', state: retry({ attempt: state.attempt + 1, fallback: true }), event: warn(`${failed}; the fallback (${describeAction(settings.fallback)}) in ${interval}`), log: 'handover attempts failed, fallback next' };
+  }
+  if (state.trigger === 'requested') {
+    return { kind: 'write', state: undefined, event: warn(`${failed}; every attempt failed, ${state.from} stays primary; request removed`), result: 'abandoned', clearRequest: state.from, log: 'requested handover failed' };
+  }
+  if (settings.onFailure === 'proceed') {
+    return {
+      kind: 'write',
+      state: { ...retry({}), outcome: 'proceed' },
+      event: warn(`${failed}; every attempt failed: replacing ${state.from} anyway (handover-on-failure: proceed), the application fails over`),
+      result: 'proceeded',
+      log: 'handover failed, proceeding',
+    };
+  }
+  return {
+    kind: 'write',
+    state: { ...retry({ attempt: state.attempt + 1, fallback: false }), outcome: 'paused' },
+    event: warn(`${failed}; every attempt failed: the rollout is paused at pod ${state.from}, which stays primary and is not replaced; rollguard tries again every ${interval}`),
+    result: 'paused',
+    log: 'handover failed, rollout paused',
+  };
+}

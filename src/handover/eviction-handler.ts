@@ -1,0 +1,107 @@
+import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
+import jsonpatch from 'fast-json-patch';
+import type { Logger } from 'pino';
+import { parseAdmissionReview, ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND } from '../admission/review.js';
+import { errorText, statusCode } from '../kube/api-status.js';
+import type { EventSpec } from '../kube/events.js';
+import type { HandlerResult } from '../server/webhook-server.js';
+import { decideEviction } from './eviction.js';
+import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE } from './state.js';
+
+export const REASON_EVICTION_DEFERRED = 'EvictionDeferred';
+const TOO_MANY_REQUESTS = 429;
+const NOT_FOUND = 404;
+const UNPROCESSABLE = 422;
+/** Deferrals remembered, oldest forgotten first: a drain touches a few pods at a time. */
+const DEFERRALS_REMEMBERED = 1000;
+
+export interface EvictionHandlerOptions {
+  /** One GET of the pod: evictions are rare, and the slim pod cache lives on the leader only. */
+  readPod(namespace: string, name: string): Promise<V1Pod | undefined>;
+  /** An opted-in StatefulSet from the shared cache. */
+  statefulSet(namespace: string, name: string): V1StatefulSet | undefined;
+  /** Marks the pod for a handover (JSON Patch of its annotations). */
+  markPod(namespace: string, name: string, annotations: 'add-map' | 'add-key'): Promise<void>;
+  /** Records an Event on the set (EvictionDeferred); failures are the recorder's to log. */
+  recordOnSet?(set: V1StatefulSet, spec: EventSpec): Promise<void>;
+  maxDeferMs: number;
+  logger: Logger;
+  now?: () => Date;
+}
+
+function review(uid: string, allowed: boolean, extra: { message?: string; warning?: string }): HandlerResult {
+  return {
+    status: 200,
+    body: {
+      apiVersion: ADMISSION_API_VERSION,
+      kind: ADMISSION_REVIEW_KIND,
+      response: {
+        uid,
+        allowed,
+        ...(allowed ? {} : { status: { code: TOO_MANY_REQUESTS, reason: 'TooManyRequests', message: extra.message } }),
+        ...(extra.warning ? { warnings: [extra.warning] } : {}),
+      },
+    },
+  };
+}
+
+/**
+ * `/validate-eviction`: the eviction guard (CREATE pods/eviction). Anything it cannot read or
+ * decide is allowed: failurePolicy Ignore and a PodDisruptionBudget stay the backstop, and a
+ * drain must never hang on rollguard.
+ */
+export function createEvictionHandler(opts: EvictionHandlerOptions): (body: unknown) => Promise<HandlerResult> {
+  const now = opts.now ?? (() => new Date());
+  const firstDeferred = new Map<string, Date>();
+  return async (body) => {
+    const parsed = parseAdmissionReview(body);
+    if (!parsed.ok) return { status: 400, body: { reason: parsed.reason } };
+    const request = parsed.review.request!;
+    const namespace = request.namespace ?? '';
+    const name = request.name ?? '';
+    if (request.resource?.resource !== 'pods' || request.subResource !== 'eviction' || request.operation !== 'CREATE' || !name) {
+      return review(request.uid, true, {});
+    }
+    try {
+      const pod = await opts.readPod(namespace, name);
+      const owner = pod?.metadata?.ownerReferences?.find((r) => r.controller === true && r.kind === 'StatefulSet');
+      const set = owner ? opts.statefulSet(namespace, owner.name) : undefined;
+      const uid = pod?.metadata?.uid ?? '';
+      const verdict = decideEviction({ pod, set, dryRun: request.dryRun === true, now: now(), firstDeferredAt: firstDeferred.get(uid), maxDeferMs: opts.maxDeferMs });
+      if (verdict.allow) {
+        firstDeferred.delete(uid);
+        if (verdict.warning) opts.logger.warn({ pod: `${namespace}/${name}` }, verdict.warning);
+        return review(request.uid, true, { warning: verdict.warning });
+      }
+      if (!firstDeferred.has(uid)) {
+        if (firstDeferred.size >= DEFERRALS_REMEMBERED) firstDeferred.delete(firstDeferred.keys().next().value ?? '');
+        firstDeferred.set(uid, now());
+        // once per pod and replica, not per retry of the drain; never on a dry run
+        if (set && opts.recordOnSet && request.dryRun !== true) {
+          void opts.recordOnSet(set, { type: 'Normal', reason: REASON_EVICTION_DEFERRED, message: `Eviction of pod ${name} deferred (HTTP 429): it is the primary; handing the role over first`, action: 'DeferEviction' });
+        }
+      }
+      if (verdict.mark) {
+        try {
+          await opts.markPod(namespace, name, pod?.metadata?.annotations ? 'add-key' : 'add-map');
+        } catch (err) {
+          if (statusCode(err) !== UNPROCESSABLE) throw err;
+          await opts.markPod(namespace, name, 'add-map');
+        }
+        opts.logger.info({ pod: `${namespace}/${name}`, set: set?.metadata?.name }, 'eviction of a primary deferred: handover requested');
+      }
+      return review(request.uid, false, { message: verdict.message });
+    } catch (err) {
+      if (statusCode(err) === NOT_FOUND) return review(request.uid, true, {});
+      opts.logger.warn({ pod: `${namespace}/${name}`, err: errorText(err) }, 'eviction guard could not decide; allowed');
+      return review(request.uid, true, { warning: `rollguard could not check for a primary handover (${errorText(err)}); allowed` });
+    }
+  };
+}
+
+/** The JSON Patch that marks a pod for a handover, as `markPod` writes it. */
+export function markOps(annotations: 'add-map' | 'add-key'): { op: 'add'; path: string; value: unknown }[] {
+  return annotations === 'add-map'
+    ? [{ op: 'add', path: '/metadata/annotations', value: { [HANDOVER_REQUEST_ANNOTATION]: HANDOVER_REQUEST_VALUE } }]
+    : [{ op: 'add', path: `/metadata/annotations/${jsonpatch.escapePathComponent(HANDOVER_REQUEST_ANNOTATION)}`, value: HANDOVER_REQUEST_VALUE }];
+}

@@ -1,0 +1,243 @@
+import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
+import type { Operation } from 'fast-json-patch';
+import jsonpatch from 'fast-json-patch';
+import type { Logger } from 'pino';
+import type { TargetLookups } from '../egress/resolve.js';
+import { errorText, statusCode } from '../kube/api-status.js';
+import type { EventSpec } from '../kube/events.js';
+import type { Metrics } from '../metrics.js';
+import { callHttpAction, credentialsFrom, type HandoverCredentials } from './call.js';
+import { decideHandover, REASON_PRIMARY_SCALED_DOWN, scaledDownPrimary, type CallAnswer, type HandoverCall, type HandoverStep } from './decision.js';
+import { handoverSettings, HANDOVER_CREDENTIALS_ANNOTATION, type HandoverSettings } from './settings.js';
+import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE, handoverStateOps, readHandoverState, type HandoverState } from './state.js';
+
+const NOT_FOUND = 404;
+const UNPROCESSABLE = 422;
+
+export interface HandoverRunnerDeps {
+  /** JSON Patch of a pod, e.g. its annotations. */
+  patchPod(namespace: string, name: string, ops: Operation[]): Promise<void>;
+  /** The Secret's data (base64 values), undefined when it does not exist. */
+  readSecret(namespace: string, name: string): Promise<Record<string, string> | undefined>;
+  lookups: TargetLookups;
+  /** Queues the set again (a call answered). */
+  enqueue(key: string): void;
+  metrics: Pick<Metrics, 'handovers' | 'handoverDuration'>;
+  logger: Logger;
+  signal: AbortSignal;
+}
+
+/** What the rollout may do after the handover had its say. */
+export type HandoverGate =
+  | { open: true }
+  | { open: false; requeueAfterMs?: number; blocked?: { pod: string; cause: string; message: string } };
+
+/** /status: the handover in flight on a set. */
+export interface HandoverSummary {
+  from: string;
+  to: string;
+  attempt: number;
+  fallback: boolean;
+  startedAt: string;
+  paused: boolean;
+}
+
+export function handoverSummary(set: V1StatefulSet): HandoverSummary | undefined {
+  const read = readHandoverState(set);
+  if (read.kind !== 'state' || read.state.outcome === 'proceed') return undefined;
+  const s = read.state;
+  return { from: s.from, to: s.to, attempt: s.attempt, fallback: s.fallback, startedAt: s.startedAt, paused: s.outcome === 'paused' };
+}
+
+/**
+ * The I/O around decideHandover for one set, called by the rollout reconciler before it
+ * carries out its own decision (one reconcile per set at a time: one handover in flight).
+ * Calls run off the queue; their answer waits here for the next reconcile.
+ */
+export class HandoverRunner {
+  private readonly answers = new Map<string, CallAnswer>();
+  private readonly inFlight = new Map<string, Promise<void>>();
+  /**
+   * Requests this term removed: pod key → the pod's resourceVersion when it decided to. While
+   * the cache still shows that version, the request it shows is one already handled.
+   */
+  private readonly cleared = new Map<string, string>();
+  /** uids of primary pods a scale-down removes, already reported */
+  private readonly scaledDown = new Set<string>();
+
+  constructor(private readonly deps: HandoverRunnerDeps) {}
+
+  forget(key: string): void {
+    this.answers.delete(key);
+  }
+
+  async settled(): Promise<void> {
+    await Promise.all([...this.inFlight.values()]);
+  }
+
+  /**
+   * `write` patches the set behind its resourceVersion (a conflict throws: decided again on
+   * the fresh set); `record` records an Event on the set.
+   */
+  async gate(
+    key: string,
+    set: V1StatefulSet,
+    pods: readonly V1Pod[],
+    replacing: readonly string[],
+    io: { write(ops: Operation[]): Promise<void>; record(spec: EventSpec): Promise<void>; now: Date },
+  ): Promise<HandoverGate> {
+    const parsed = handoverSettings(set);
+    if (parsed === undefined) return { open: true };
+    const namespace = set.metadata?.namespace ?? '';
+    const setName = set.metadata?.name ?? '';
+    if (!parsed.ok) {
+      const pod = replacing[0];
+      return pod === undefined ? { open: true } : { open: false, blocked: { pod, cause: 'handover:settings', message: `Rollout blocked before pod ${pod}: the handover settings are invalid: ${parsed.reason}` } };
+    }
+    await this.reportScaleDown(key, set, pods, parsed.settings, io.record);
+    const current = this.withoutHandledRequests(namespace, pods);
+    const step: HandoverStep = decideHandover({
+      namespace,
+      setName,
+      settings: parsed.settings,
+      state: readHandoverState(set),
+      pods: current,
+      replacing,
+      updateRevision: set.status?.updateRevision,
+      now: io.now,
+      answer: this.answers.get(key),
+    });
+    const log = this.deps.logger;
+    switch (step.kind) {
+      case 'open':
+        return { open: true };
+      case 'blocked':
+        return { open: false, blocked: { pod: step.pod, cause: step.cause, message: step.message } };
+      case 'wait':
+        log.debug({ statefulSet: key, reason: step.reason }, 'handover: waiting');
+        return { open: false, requeueAfterMs: step.retryAfterMs };
+      case 'clear-request':
+        await this.clearRequest(namespace, step.pod, current);
+        log.info({ statefulSet: key, pod: step.pod }, step.event.message);
+        await io.record({ ...step.event, action: 'Handover' });
+        return { open: false, requeueAfterMs: 0 };
+      case 'write': {
+        await io.write(handoverStateOps(set, step.state));
+        this.answers.delete(key);
+        log.info({ statefulSet: key, state: step.state, call: step.call && { target: step.call.target, attempt: step.call.attempt, fallback: step.call.fallback } }, `handover: ${step.log}`);
+        if (step.event) await io.record({ ...step.event, action: 'Handover' });
+        if (step.result) this.deps.metrics.handovers.inc({ result: step.result });
+        if (step.durationMs !== undefined) this.deps.metrics.handoverDuration.observe(step.durationMs / 1000);
+        if (step.clearRequest) await this.clearRequest(namespace, step.clearRequest, current);
+        if (step.call && step.state) this.startCall(key, set, pods, step.call, parsed.settings.timeoutMs, step.state);
+        // the write's watch event queues the set again
+        return { open: false };
+      }
+    }
+  }
+
+  /**
+   * Told of every change of a set: a scale-down is seen here, in the same instant the
+   * StatefulSet controller sees it, while the pod it removes is still in the cache.
+   */
+  noteSetChange(previous: V1StatefulSet | undefined, current: V1StatefulSet, pods: readonly V1Pod[], record: (spec: EventSpec) => Promise<void>): void {
+    if (!previous || (current.spec?.replicas ?? 1) >= (previous.spec?.replicas ?? 1)) return;
+    const parsed = handoverSettings(current);
+    if (!parsed?.ok) return;
+    const key = `${current.metadata?.namespace ?? ''}/${current.metadata?.name ?? ''}`;
+    this.reportScaleDown(key, current, pods, parsed.settings, record).catch((err: unknown) => {
+      this.deps.logger.warn({ statefulSet: key, err: errorText(err) }, 'recording a scale-down of the primary failed');
+    });
+  }
+
+  /** A Warning, once per pod, when a scale-down removes the primary: too late to hand over, never silent. */
+  private async reportScaleDown(key: string, set: V1StatefulSet, pods: readonly V1Pod[], settings: HandoverSettings, record: (spec: EventSpec) => Promise<void>): Promise<void> {
+    const replicas = set.spec?.replicas ?? 1;
+    const pod = scaledDownPrimary(pods, settings, set.metadata?.name ?? '', replicas, set.spec?.ordinals?.start ?? 0);
+    const uid = pod?.metadata?.uid;
+    if (!pod || !uid || this.scaledDown.has(uid)) return;
+    this.scaledDown.add(uid);
+    const message = `Scaled down to ${replicas} replicas: pod ${pod.metadata?.name ?? ''}, the primary, is removed by the StatefulSet controller without a handover (a scale-down deletes pods directly); scale down only after moving the role, e.g. kubectl annotate pod ${pod.metadata?.name ?? ''} rollguard.io/handover=requested`;
+    this.deps.logger.warn({ statefulSet: key, pod: pod.metadata?.name }, message);
+    await record({ type: 'Warning', reason: REASON_PRIMARY_SCALED_DOWN, message, action: 'Handover' });
+  }
+
+  private startCall(key: string, set: V1StatefulSet, pods: readonly V1Pod[], call: HandoverCall, timeoutMs: number, state: HandoverState): void {
+    if (this.deps.signal.aborted) return;
+    const namespace = set.metadata?.namespace ?? '';
+    const setName = set.metadata?.name ?? '';
+    const settings = handoverSettings(set);
+    if (!settings?.ok) return;
+    const run = async (): Promise<{ failed: boolean; detail: string }> => {
+      if (call.action.kind === 'annotate') {
+        await this.annotate(namespace, call.target, call.action.key, call.action.value);
+        return { failed: false, detail: `annotation ${call.action.key}=${call.action.value} set on pod ${call.target}` };
+      }
+      let credentials: HandoverCredentials | undefined;
+      const secret = settings.settings.credentials;
+      if (secret !== undefined) {
+        const data = await this.deps.readSecret(namespace, secret);
+        if (data === undefined) return { failed: true, detail: `not called: Secret ${secret} (${HANDOVER_CREDENTIALS_ANNOTATION}) does not exist` };
+        const read = credentialsFrom(data);
+        if (typeof read === 'string') return { failed: true, detail: `not called: Secret ${secret}: ${read}` };
+        credentials = read;
+      }
+      return callHttpAction(call, { namespace, setName, serviceName: set.spec?.serviceName, settings: settings.settings, pods, lookups: this.deps.lookups, credentials, timeoutMs, signal: this.deps.signal });
+    };
+    const done = run()
+      .catch((err: unknown) => ({ failed: true, detail: `failed: ${errorText(err)}` }))
+      .then((result) => {
+        this.deps.logger.info({ statefulSet: key, target: call.target, attempt: call.attempt, fallback: call.fallback, failed: result.failed, detail: result.detail }, 'handover: action done');
+        this.answers.set(key, { attempt: state.attempt, fallback: state.fallback, ...result });
+      })
+      .finally(() => {
+        this.inFlight.delete(key);
+        if (!this.deps.signal.aborted) this.deps.enqueue(key);
+      });
+    this.inFlight.set(key, done);
+  }
+
+  /** Sets the annotation; the pod may have no annotations at all (a JSON Patch add then needs the map). */
+  private async annotate(namespace: string, pod: string, key: string, value: string): Promise<void> {
+    const path = `/metadata/annotations/${jsonpatch.escapePathComponent(key)}`;
+    try {
+      await this.deps.patchPod(namespace, pod, [{ op: 'add', path, value }]);
+    } catch (err) {
+      if (statusCode(err) !== UNPROCESSABLE) throw err;
+      await this.deps.patchPod(namespace, pod, [{ op: 'add', path: '/metadata/annotations', value: { [key]: value } }]);
+    }
+  }
+
+  /** The pods with the requests this term already removed taken off, where the cache has not caught up. */
+  private withoutHandledRequests(namespace: string, pods: readonly V1Pod[]): readonly V1Pod[] {
+    return pods.map((pod) => {
+      const podKey = `${namespace}/${pod.metadata?.name ?? ''}`;
+      const at = this.cleared.get(podKey);
+      if (at === undefined) return pod;
+      if (at !== pod.metadata?.resourceVersion) {
+        this.cleared.delete(podKey);
+        return pod;
+      }
+      const annotations = { ...pod.metadata?.annotations };
+      delete annotations[HANDOVER_REQUEST_ANNOTATION];
+      return { ...pod, metadata: { ...pod.metadata, annotations } };
+    });
+  }
+
+  /** Removes the request, only while it still says "requested"; a pod gone or changed has nothing left to remove. */
+  private async clearRequest(namespace: string, pod: string, seen: readonly V1Pod[]): Promise<void> {
+    const resourceVersion = seen.find((p) => p.metadata?.name === pod)?.metadata?.resourceVersion;
+    if (resourceVersion !== undefined) this.cleared.set(`${namespace}/${pod}`, resourceVersion);
+    const path = `/metadata/annotations/${jsonpatch.escapePathComponent(HANDOVER_REQUEST_ANNOTATION)}`;
+    try {
+      await this.deps.patchPod(namespace, pod, [
+        { op: 'test', path, value: HANDOVER_REQUEST_VALUE },
+        { op: 'remove', path },
+      ]);
+    } catch (err) {
+      const code = statusCode(err);
+      if (code === NOT_FOUND || code === UNPROCESSABLE) return;
+      throw new Error(`removing ${HANDOVER_REQUEST_ANNOTATION} from pod ${namespace}/${pod}: ${errorText(err)}`, { cause: err });
+    }
+  }
+}

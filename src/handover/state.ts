@@ -1,0 +1,78 @@
+import type { V1StatefulSet } from '@kubernetes/client-node';
+import jsonpatch from 'fast-json-patch';
+import type { Operation } from 'fast-json-patch';
+
+/**
+ * The handover in flight on a set, as JSON in one annotation on the set. Written behind a test
+ * of the set's resourceVersion, so two writers (an old and a new leader) cannot both start one,
+ * and read back by whichever replica leads next: it resumes, it does not start a second.
+ */
+export const HANDOVER_STATE_ANNOTATION = 'rollguard.io/handover-state';
+/** On a pod: a person (or the eviction guard) asks for a handover away from it. */
+export const HANDOVER_REQUEST_ANNOTATION = 'rollguard.io/handover';
+export const HANDOVER_REQUEST_VALUE = 'requested';
+
+export type HandoverTrigger = 'rollout' | 'requested';
+
+export interface HandoverState {
+  /** The primary's pod name and uid when the handover started: a recreated pod is another pod. */
+  from: string;
+  fromUid: string;
+  /** The candidate named in the last call; re-chosen before every attempt. */
+  to: string;
+  trigger: HandoverTrigger;
+  /** RFC 3339. */
+  startedAt: string;
+  /** 1-based; counts the attempts of the primary action, then one of the fallback. */
+  attempt: number;
+  /** The attempt in `attempt` is of the fallback action. */
+  fallback: boolean;
+  /** When the current attempt's call was made; absent: not made yet. */
+  calledAt?: string;
+  /** Not before this time is the next attempt made. */
+  nextAt?: string;
+  /** Every attempt failed: `paused` keeps trying one attempt each interval; `proceed` lets the step go on. */
+  outcome?: 'paused' | 'proceed';
+}
+
+function isState(value: unknown): value is HandoverState {
+  if (typeof value !== 'object' || value === null) return false;
+  const v = value as Record<string, unknown>;
+  const optionalString = (x: unknown): boolean => x === undefined || typeof x === 'string';
+  return (
+    typeof v.from === 'string' &&
+    typeof v.fromUid === 'string' &&
+    typeof v.to === 'string' &&
+    (v.trigger === 'rollout' || v.trigger === 'requested') &&
+    typeof v.startedAt === 'string' &&
+    Number.isSafeInteger(v.attempt) &&
+    typeof v.fallback === 'boolean' &&
+    optionalString(v.calledAt) &&
+    optionalString(v.nextAt) &&
+    (v.outcome === undefined || v.outcome === 'paused' || v.outcome === 'proceed')
+  );
+}
+
+export type ReadState = { kind: 'none' } | { kind: 'state'; state: HandoverState } | { kind: 'unreadable'; raw: string };
+
+export function readHandoverState(set: V1StatefulSet): ReadState {
+  const raw = set.metadata?.annotations?.[HANDOVER_STATE_ANNOTATION];
+  if (raw === undefined) return { kind: 'none' };
+  try {
+    const parsed: unknown = JSON.parse(raw);
+    return isState(parsed) ? { kind: 'state', state: parsed } : { kind: 'unreadable', raw };
+  } catch {
+    return { kind: 'unreadable', raw };
+  }
+}
+
+const STATE_PATH = `/metadata/annotations/${jsonpatch.escapePathComponent(HANDOVER_STATE_ANNOTATION)}`;
+
+/** The JSON Patch operations that write `state` (undefined: remove it) on the set. */
+export function handoverStateOps(set: V1StatefulSet, state: HandoverState | undefined): Operation[] {
+  const annotations = set.metadata?.annotations;
+  if (state === undefined) return annotations?.[HANDOVER_STATE_ANNOTATION] === undefined ? [] : [{ op: 'remove', path: STATE_PATH }];
+  const value = JSON.stringify(state);
+  if (!annotations) return [{ op: 'add', path: '/metadata/annotations', value: { [HANDOVER_STATE_ANNOTATION]: value } }];
+  return [{ op: 'add', path: STATE_PATH, value }];
+}

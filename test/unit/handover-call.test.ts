@@ -1,0 +1,83 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { V1Pod } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { callHttpAction, credentialsFrom } from '../../src/handover/call.js';
+import type { HandoverCall } from '../../src/handover/decision.js';
+import { handoverSettings, type HandoverSettings } from '../../src/handover/settings.js';
+
+const b64 = (text: string): string => Buffer.from(text).toString('base64');
+const lookups = {
+  readService: () => Promise.reject(new Error('no Service lookup expected')),
+  resolveHost: () => Promise.reject(new Error('no DNS expected')),
+};
+
+describe('credentialsFrom', () => {
+  it('makes a bearer header from token, a basic one from username and password', () => {
+    expect(credentialsFrom({ token: b64('abc\n') })).toEqual({ authorization: 'Bearer abc' });
+    expect(credentialsFrom({ username: b64('postgres'), password: b64('s3cret') })).toEqual({ authorization: `Basic ${b64('postgres:s3cret')}` });
+    expect(credentialsFrom({ 'ca.crt': b64('PEM') })).toEqual({ ca: 'PEM' });
+  });
+
+  it('says what is missing, and never the values', () => {
+    const why = credentialsFrom({ username: b64('postgres') });
+    expect(why).toBe('it holds neither token nor username and password (nor ca.crt)');
+  });
+});
+
+// One pod of the set on loopback: the call goes to its status IP, and to nothing else.
+describe('callHttpAction', () => {
+  let server: http.Server;
+  let port: number;
+  const seen: { method?: string; url?: string; body: string; authorization?: string }[] = [];
+  let status = 200;
+
+  beforeAll(async () => {
+    server = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        seen.push({ method: req.method, url: req.url, body, authorization: req.headers.authorization });
+        res.writeHead(status).end('{"detail":"status unknown"}');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(async () => new Promise((resolve) => server.close(resolve)));
+
+  const pods: V1Pod[] = [{ metadata: { name: 'db-0' }, status: { podIP: '127.0.0.1' } }, { metadata: { name: 'db-1' }, status: { podIP: '127.0.0.9' } }];
+  function settings(): HandoverSettings {
+    const parsed = handoverSettings({
+      metadata: { annotations: { 'rollguard.io/primary-selector': 'role=primary', 'rollguard.io/handover-http': `POST :${port}/switchover`, 'rollguard.io/handover-body': '{"leader":"{primary}","candidate":"{candidate}"}' } },
+    });
+    if (!parsed?.ok) throw new Error('settings');
+    return parsed.settings;
+  }
+  const call = (target: string): HandoverCall => ({ action: settings().action, target, primary: 'db-0', candidate: 'db-1', attempt: 1, fallback: false });
+  const opts = () => ({ namespace: 'shop', setName: 'db', settings: settings(), pods, lookups, timeoutMs: 2_000, signal: new AbortController().signal });
+
+  it('POSTs the rendered body with the credentials to the pod at its status IP', async () => {
+    status = 200;
+    const result = await callHttpAction(call('db-0'), { ...opts(), credentials: { authorization: 'Basic x' } });
+    expect(result).toEqual({ failed: false, detail: 'HTTP 200 "{\\"detail\\":\\"status unknown\\"}" from pod db-0 at 127.0.0.1' });
+    expect(seen.at(-1)).toEqual({ method: 'POST', url: '/switchover', body: '{"leader":"db-0","candidate":"db-1"}', authorization: 'Basic x' });
+  });
+
+  it('a 503 is not a failure (the labels decide); a 412 is', async () => {
+    status = 503;
+    expect((await callHttpAction(call('db-0'), opts())).failed).toBe(false);
+    status = 412;
+    expect((await callHttpAction(call('db-0'), opts())).failed).toBe(true);
+  });
+
+  it("addresses the pod by its name under the set's headless Service (for a TLS server name), connecting to its status IP", async () => {
+    status = 200;
+    const result = await callHttpAction(call('db-0'), { ...opts(), serviceName: 'db' });
+    expect(result.detail).toContain('from pod db-0 at 127.0.0.1');
+  });
+
+  it('refuses a target that is not a pod of the set, without any lookup', async () => {
+    expect(await callHttpAction(call('db-7'), opts())).toEqual({ failed: true, detail: 'refused: db-7 is not a pod of the set' });
+  });
+});

@@ -1,0 +1,254 @@
+import type { V1Pod } from '@kubernetes/client-node';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { chooseCandidate, decideHandover, type CallAnswer, type HandoverInput, type HandoverStep } from '../../src/handover/decision.js';
+import { matches } from '../../src/handover/selector.js';
+import { handoverSettings, type HandoverSettings } from '../../src/handover/settings.js';
+import type { HandoverState } from '../../src/handover/state.js';
+import { propertyRuns } from '../env/property-runs.js';
+
+const NOW = new Date('2026-03-01T12:00:00Z');
+const OLD = 'db-old';
+const NEW = 'db-new';
+
+function settings(extra: Record<string, string> = {}): HandoverSettings {
+  const parsed = handoverSettings({
+    metadata: {
+      annotations: { 'rollguard.io/primary-selector': 'role=primary', 'rollguard.io/handover-http': 'POST :8008/switchover', 'rollguard.io/handover-interval': '10s', ...extra },
+    },
+  });
+  if (!parsed?.ok) throw new Error(parsed?.reason ?? 'no settings');
+  return parsed.settings;
+}
+
+interface PodSpec {
+  role?: string;
+  revision?: string;
+  ready?: boolean;
+  requested?: boolean;
+  uid?: string;
+}
+
+function pod(ordinal: number, spec: PodSpec = {}): V1Pod {
+  return {
+    metadata: {
+      name: `db-${ordinal}`,
+      uid: spec.uid ?? `uid-${ordinal}`,
+      labels: { 'controller-revision-hash': spec.revision ?? OLD, ...(spec.role ? { role: spec.role } : {}) },
+      ...(spec.requested ? { annotations: { 'rollguard.io/handover': 'requested' } } : {}),
+    },
+    status: { conditions: [{ type: 'Ready', status: spec.ready === false ? 'False' : 'True' }] },
+  };
+}
+
+function input(over: Partial<HandoverInput>): HandoverInput {
+  return {
+    namespace: 'shop',
+    setName: 'db',
+    settings: settings(),
+    state: { kind: 'none' },
+    pods: [pod(0, { role: 'primary' }), pod(1, { role: 'replica' }), pod(2, { role: 'replica' })],
+    replacing: [],
+    updateRevision: NEW,
+    now: NOW,
+    ...over,
+  };
+}
+
+const state = (over: Partial<HandoverState> = {}): HandoverState => ({
+  from: 'db-0',
+  fromUid: 'uid-0',
+  to: 'db-2',
+  trigger: 'rollout',
+  startedAt: NOW.toISOString(),
+  attempt: 1,
+  fallback: false,
+  calledAt: NOW.toISOString(),
+  ...over,
+});
+const later = (ms: number): Date => new Date(NOW.getTime() + ms);
+
+describe('decideHandover', () => {
+  it('leaves a step alone that replaces no primary', () => {
+    expect(decideHandover(input({ replacing: ['db-2'] }))).toEqual({ kind: 'open' });
+    expect(decideHandover(input({ replacing: [] }))).toEqual({ kind: 'open' });
+  });
+
+  it('blocks any step when no pod or several pods match the selector', () => {
+    const none = decideHandover(input({ pods: [pod(0), pod(1), pod(2)], replacing: ['db-2'] }));
+    expect(none).toMatchObject({ kind: 'blocked', cause: 'primary:none', pod: 'db-2' });
+    const two = decideHandover(input({ pods: [pod(0, { role: 'primary' }), pod(1, { role: 'primary' }), pod(2)], replacing: ['db-2'] }));
+    expect(two).toMatchObject({ kind: 'blocked', cause: 'primary:several' });
+    expect(two.kind === 'blocked' && two.message).toContain('2 pods (db-0, db-1) match the primary selector "role=primary"');
+  });
+
+  it('starts a handover before the primary is replaced: writes the state with the call, then calls', () => {
+    const step = decideHandover(input({ replacing: ['db-0'], pods: [pod(0, { role: 'primary' }), pod(1, { revision: NEW }), pod(2, { revision: NEW })] }));
+    expect(step).toMatchObject({
+      kind: 'write',
+      state: { from: 'db-0', fromUid: 'uid-0', to: 'db-1', attempt: 1, fallback: false, calledAt: NOW.toISOString(), trigger: 'rollout' },
+      event: { type: 'Normal', reason: 'HandoverStarted', message: 'Handing the primary role over from db-0 to db-1 (attempt 1 of 3, POST :8008/switchover on the primary), before the rollout replaces pod db-0' },
+      call: { target: 'db-0', primary: 'db-0', candidate: 'db-1', attempt: 1 },
+    });
+  });
+
+  it('waits for the labels while the answer is a 503 or a 200, until the timeout', () => {
+    const answer: CallAnswer = { attempt: 1, fallback: false, failed: false, detail: 'HTTP 503' };
+    expect(decideHandover(input({ state: { kind: 'state', state: state() }, answer, now: later(5_000) }))).toMatchObject({ kind: 'wait', retryAfterMs: 1_000 });
+    const timedOut = decideHandover(input({ state: { kind: 'state', state: state() }, answer: { ...answer, detail: 'HTTP 200 "{}" from pod db-0 at 10.0.0.1' }, now: later(30_000) }));
+    expect(timedOut).toMatchObject({ kind: 'write', state: { attempt: 2, nextAt: later(40_000).toISOString() }, event: { type: 'Warning', reason: 'HandoverFailed' } });
+    expect(timedOut.kind === 'write' && timedOut.event?.message).toBe(
+      'Handover of the primary role from db-0 to db-2 failed (attempt 1 of 3): the endpoint answered HTTP 200 "{}" from pod db-0 at 10.0.0.1; after 30s db-0 still matches the primary selector; next attempt in 10s',
+    );
+  });
+
+  it('a definite failure (500, refused) fails the attempt at once', () => {
+    const step = decideHandover(input({ state: { kind: 'state', state: state() }, answer: { attempt: 1, fallback: false, failed: true, detail: 'HTTP 500' }, now: later(200) }));
+    expect(step).toMatchObject({ kind: 'write', state: { attempt: 2 }, event: { reason: 'HandoverFailed' } });
+    expect(step.kind === 'write' && step.state?.calledAt).toBeUndefined();
+  });
+
+  it('ignores an answer of an earlier attempt', () => {
+    const step = decideHandover(input({ state: { kind: 'state', state: state({ attempt: 2 }) }, answer: { attempt: 1, fallback: false, failed: true, detail: 'HTTP 500' }, now: later(200) }));
+    expect(step.kind).toBe('wait');
+  });
+
+  it('succeeds when the label moved to another Ready pod, whatever the answer', () => {
+    const pods = [pod(0, { role: 'replica' }), pod(1, { role: 'replica' }), pod(2, { role: 'primary' })];
+    const step = decideHandover(input({ pods, state: { kind: 'state', state: state({ attempt: 2 }) }, now: later(12_300) }));
+    expect(step).toMatchObject({ kind: 'write', state: undefined, result: 'succeeded', durationMs: 12_300, event: { reason: 'HandoverSucceeded', message: 'Handed the primary role over from db-0 to db-2 in 12.3s (attempt 2)' } });
+  });
+
+  it('does not count a new primary that is not Ready', () => {
+    const pods = [pod(0), pod(1), pod(2, { role: 'primary', ready: false })];
+    expect(decideHandover(input({ pods, state: { kind: 'state', state: state() }, now: later(1_000) })).kind).toBe('wait');
+  });
+
+  it('skips the call of the next attempt when the role moved meanwhile (re-read before every attempt)', () => {
+    const pods = [pod(0), pod(1, { role: 'primary' }), pod(2)];
+    const step = decideHandover(input({ pods, state: { kind: 'state', state: state({ attempt: 2, calledAt: undefined, nextAt: NOW.toISOString() }) }, now: later(1) }));
+    expect(step).toMatchObject({ kind: 'write', result: 'succeeded' });
+    expect(step.kind === 'write' && step.call).toBeUndefined();
+  });
+
+  it('after the last attempt tries the fallback once, then pauses with a Warning', () => {
+    const s = settings({ 'rollguard.io/handover-fallback': 'POST :8008/failover' });
+    const last = decideHandover(input({ settings: s, state: { kind: 'state', state: state({ attempt: 3 }) }, now: later(30_000) }));
+    expect(last).toMatchObject({ kind: 'write', state: { fallback: true, attempt: 4 } });
+    const fallback = decideHandover(input({ settings: s, state: { kind: 'state', state: state({ attempt: 4, fallback: true, calledAt: undefined, nextAt: NOW.toISOString() }) }, now: later(1) }));
+    expect(fallback).toMatchObject({ kind: 'write', event: { reason: 'HandoverFallback' }, call: { fallback: true, action: { path: '/failover' } } });
+    const failed = decideHandover(input({ settings: s, state: { kind: 'state', state: state({ attempt: 4, fallback: true }) }, now: later(30_000) }));
+    expect(failed).toMatchObject({ kind: 'write', state: { outcome: 'paused', fallback: false }, result: 'paused', event: { type: 'Warning' } });
+    expect(failed.kind === 'write' && failed.event?.message).toContain('the rollout is paused at pod db-0, which stays primary and is not replaced');
+  });
+
+  it('with handover-on-failure: proceed, lets the step replace the primary after the last attempt', () => {
+    const s = settings({ 'rollguard.io/handover-on-failure': 'proceed' });
+    const failed = decideHandover(input({ settings: s, state: { kind: 'state', state: state({ attempt: 3 }) }, now: later(30_000), replacing: ['db-0'] }));
+    expect(failed).toMatchObject({ kind: 'write', state: { outcome: 'proceed' }, result: 'proceeded' });
+    const after = decideHandover(input({ settings: s, state: { kind: 'state', state: state({ attempt: 3, outcome: 'proceed', calledAt: undefined }) }, replacing: ['db-0'] }));
+    expect(after).toEqual({ kind: 'open' });
+  });
+
+  it('a request on the primary starts a handover; on another pod it is removed with an Event', () => {
+    const asked = decideHandover(input({ pods: [pod(0, { role: 'primary', requested: true }), pod(1), pod(2)] }));
+    expect(asked).toMatchObject({ kind: 'write', state: { trigger: 'requested', from: 'db-0' } });
+    const elsewhere = decideHandover(input({ pods: [pod(0, { role: 'primary' }), pod(1, { requested: true }), pod(2)] }));
+    expect(elsewhere).toMatchObject({ kind: 'clear-request', pod: 'db-1', event: { reason: 'HandoverSkipped' } });
+  });
+
+  it('a requested handover that succeeds removes the request', () => {
+    const pods = [pod(0, { requested: true }), pod(1, { role: 'primary' }), pod(2)];
+    expect(decideHandover(input({ pods, state: { kind: 'state', state: state({ trigger: 'requested' }) } }))).toMatchObject({ clearRequest: 'db-0', result: 'succeeded' });
+  });
+
+  it('ends the handover when the old primary pod was replaced under it', () => {
+    const pods = [pod(0, { uid: 'uid-0b' }), pod(1, { role: 'primary', ready: false }), pod(2)];
+    expect(decideHandover(input({ pods, state: { kind: 'state', state: state() } }))).toMatchObject({ kind: 'write', state: undefined, result: 'abandoned' });
+  });
+
+  it('removes a state annotation it cannot read, with a Warning', () => {
+    expect(decideHandover(input({ state: { kind: 'unreadable', raw: '{nope' } }))).toMatchObject({ kind: 'write', state: undefined, event: { type: 'Warning' } });
+  });
+});
+
+describe('chooseCandidate', () => {
+  it('prefers a Ready pod on the update revision, else the one rolled last (lowest ordinal)', () => {
+    expect(chooseCandidate([pod(0), pod(1), pod(2, { revision: NEW })], 'db-0', 'db', NEW)).toBe('db-2');
+    expect(chooseCandidate([pod(0), pod(1), pod(2)], 'db-2', 'db', NEW)).toBe('db-0');
+    expect(chooseCandidate([pod(0), pod(1, { ready: false }), pod(2, { revision: NEW, ready: false })], 'db-0', 'db', NEW)).toBeUndefined();
+  });
+});
+
+// The contract as one property: whatever the endpoint does, attempt by attempt, the primary's
+// pod is never let go while it holds the label (unless the user chose `proceed`), the primary
+// action is called at most `retries` times and the fallback at most once before a pause, and
+// every run ends (stepped, or paused) within a bounded number of decisions.
+describe('decideHandover, driven to the end (fast-check)', () => {
+  type Behaviour = 'move' | 'move-late' | 'fail' | 'no-move';
+  it('never opens the step over a labelled primary, and bounds the calls', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 2 }),
+        fc.array(fc.constantFrom<Behaviour>('move', 'move-late', 'fail', 'no-move'), { minLength: 1, maxLength: 6 }),
+        fc.integer({ min: 1, max: 4 }),
+        fc.boolean(),
+        fc.constantFrom<'pause' | 'proceed'>('pause', 'proceed'),
+        (primary, behaviours, retries, withFallback, onFailure) => {
+          const s = settings({
+            'rollguard.io/handover-retries': String(retries),
+            'rollguard.io/handover-timeout': '5s',
+            'rollguard.io/handover-on-failure': onFailure,
+            ...(withFallback ? { 'rollguard.io/handover-fallback': 'POST :8008/failover' } : {}),
+          });
+          let roles = [0, 1, 2].map((i) => (i === primary ? 'primary' : 'replica'));
+          let current: HandoverState | undefined;
+          let now = NOW.getTime();
+          let answer: CallAnswer | undefined;
+          let pendingMoveAt: number | undefined;
+          const calls: { fallback: boolean }[] = [];
+          const target = `db-${primary}`;
+          for (let i = 0; i < 200; i++) {
+            if (pendingMoveAt !== undefined && now >= pendingMoveAt) {
+              roles = roles.map((_, j) => (j === (primary + 1) % 3 ? 'primary' : 'replica'));
+              pendingMoveAt = undefined;
+            }
+            const pods = roles.map((role, j) => pod(j, { role }));
+            const step: HandoverStep = decideHandover(
+              input({ settings: s, pods, replacing: [target], state: current ? { kind: 'state', state: current } : { kind: 'none' }, now: new Date(now), answer }),
+            );
+            if (step.kind === 'open') {
+              const stillPrimary = matches(s.selector, pods[primary]!.metadata!.labels);
+              expect(!stillPrimary || (onFailure === 'proceed' && current?.outcome === 'proceed')).toBe(true);
+              return;
+            }
+            expect(step.kind).not.toBe('blocked');
+            if (step.kind === 'wait') {
+              now += step.retryAfterMs;
+              continue;
+            }
+            if (step.kind !== 'write') throw new Error(`unexpected ${step.kind}`);
+            current = step.state;
+            if (current?.outcome === 'paused') {
+              // paused: the rollout stays put; the run has shown what it must
+              expect(calls.filter((c) => !c.fallback).length).toBe(retries);
+              expect(calls.filter((c) => c.fallback).length).toBe(withFallback ? 1 : 0);
+              expect(matches(s.selector, pods[primary]!.metadata!.labels)).toBe(true);
+              return;
+            }
+            if (step.call) {
+              calls.push({ fallback: step.call.fallback });
+              const b = behaviours[(calls.length - 1) % behaviours.length]!;
+              answer = { attempt: step.call.attempt, fallback: step.call.fallback, failed: b === 'fail', detail: b };
+              if (b === 'move') roles = roles.map((_, j) => (j === (primary + 1) % 3 ? 'primary' : 'replica'));
+              if (b === 'move-late') pendingMoveAt = now + 2_000;
+            }
+            now += 1;
+          }
+          throw new Error(`no end after 200 decisions: ${JSON.stringify(current)}`);
+        },
+      ),
+      propertyRuns(300),
+    );
+  });
+});

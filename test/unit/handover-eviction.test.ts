@@ -1,0 +1,105 @@
+import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { pino } from 'pino';
+import { decideEviction, type EvictionFacts } from '../../src/handover/eviction.js';
+import { createEvictionHandler } from '../../src/handover/eviction-handler.js';
+
+const NOW = new Date('2026-03-01T12:00:00Z');
+const set = (annotations: Record<string, string> = {}, readyReplicas = 3): V1StatefulSet => ({
+  metadata: {
+    name: 'db',
+    labels: { 'rollguard.io/enabled': 'true' },
+    annotations: { 'rollguard.io/rollout': 'health-gated', 'rollguard.io/primary-selector': 'role=primary', 'rollguard.io/handover-http': 'POST :8008/switchover', ...annotations },
+  },
+  status: { replicas: 3, readyReplicas },
+});
+const pod = (role: string, requested = false): V1Pod => ({
+  metadata: { name: 'db-0', uid: 'u0', labels: { role }, ...(requested ? { annotations: { 'rollguard.io/handover': 'requested' } } : {}) },
+});
+const facts = (over: Partial<EvictionFacts>): EvictionFacts => ({ pod: pod('primary'), set: set(), dryRun: false, now: NOW, maxDeferMs: 600_000, ...over });
+
+describe('decideEviction', () => {
+  it('defers the eviction of the primary with 429 and marks the pod for a handover', () => {
+    expect(decideEviction(facts({}))).toEqual({ allow: false, mark: true, message: 'rollguard: pod db-0 is the primary of StatefulSet db; eviction triggered a handover of the role, retry' });
+  });
+
+  it('marks nothing on a dry run, or when a handover is already requested or in flight', () => {
+    expect(decideEviction(facts({ dryRun: true }))).toMatchObject({ allow: false, mark: false });
+    expect(decideEviction(facts({ pod: pod('primary', true) }))).toMatchObject({ allow: false, mark: false, message: expect.stringContaining('in progress') });
+    const inFlight = set({ 'rollguard.io/handover-state': JSON.stringify({ from: 'db-0', fromUid: 'u0', to: 'db-1', trigger: 'rollout', startedAt: NOW.toISOString(), attempt: 1, fallback: false }) });
+    expect(decideEviction(facts({ set: inFlight }))).toMatchObject({ allow: false, mark: false });
+  });
+
+  it('allows every other eviction at once', () => {
+    expect(decideEviction(facts({ pod: pod('replica') }))).toEqual({ allow: true });
+    expect(decideEviction(facts({ set: undefined }))).toEqual({ allow: true });
+    expect(decideEviction(facts({ pod: undefined }))).toEqual({ allow: true });
+    const notGated = set();
+    delete notGated.metadata!.annotations!['rollguard.io/rollout'];
+    expect(decideEviction(facts({ set: notGated }))).toEqual({ allow: true });
+  });
+
+  it('allows with a warning when no other pod is Ready, or once the deferral has lasted its bound', () => {
+    expect(decideEviction(facts({ set: set({}, 1) }))).toMatchObject({ allow: true, warning: expect.stringContaining('no other pod is Ready') });
+    expect(decideEviction(facts({ firstDeferredAt: new Date(NOW.getTime() - 600_000) }))).toMatchObject({ allow: true, warning: expect.stringContaining('after 10 m') });
+    expect(decideEviction(facts({ firstDeferredAt: new Date(NOW.getTime() - 599_000) }))).toMatchObject({ allow: false });
+  });
+});
+
+describe('createEvictionHandler', () => {
+  const review = (over: Record<string, unknown> = {}) => ({
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: 'r1',
+      kind: { group: 'policy', version: 'v1', kind: 'Eviction' },
+      resource: { group: '', version: 'v1', resource: 'pods' },
+      subResource: 'eviction',
+      name: 'db-0',
+      namespace: 'shop',
+      operation: 'CREATE',
+      ...over,
+    },
+  });
+  const primaryPod: V1Pod = { metadata: { name: 'db-0', uid: 'u0', labels: { role: 'primary' }, ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db', uid: 's', controller: true }] } };
+
+  function handler(readPod: () => Promise<V1Pod | undefined>) {
+    const marks: string[] = [];
+    const events: string[] = [];
+    const h = createEvictionHandler({
+      readPod,
+      recordOnSet: async (_set, spec) => {
+        events.push(`${spec.reason}: ${spec.message}`);
+      },
+      statefulSet: () => set(),
+      markPod: async (_ns, name, how) => {
+        marks.push(`${name} ${how}`);
+      },
+      maxDeferMs: 600_000,
+      logger: pino({ level: 'silent' }),
+    });
+    return { h, marks, events };
+  }
+
+  it('answers 429 with the message and marks the pod once', async () => {
+    const { h, marks, events } = handler(async () => primaryPod);
+    const res = await h(review());
+    await h(review({ dryRun: true }));
+    expect(events).toEqual(['EvictionDeferred: Eviction of pod db-0 deferred (HTTP 429): it is the primary; handing the role over first']);
+    expect(res.body).toMatchObject({ response: { uid: 'r1', allowed: false, status: { code: 429, reason: 'TooManyRequests', message: expect.stringContaining('eviction triggered a handover') } } });
+    expect(marks).toEqual(['db-0 add-map']);
+    await h(review({ dryRun: true }));
+    expect(marks).toHaveLength(1);
+  });
+
+  it('allows what is not an eviction, a pod that is gone, and, with a warning, a pod it cannot read', async () => {
+    expect((await handler(async () => primaryPod).h(review({ subResource: 'status' }))).body).toMatchObject({ response: { allowed: true } });
+    expect((await handler(async () => undefined).h(review())).body).toMatchObject({ response: { allowed: true } });
+    const failing = await handler(() => Promise.reject(new Error('connection refused'))).h(review());
+    expect(failing.body).toMatchObject({ response: { allowed: true, warnings: [expect.stringContaining('connection refused')] } });
+  });
+
+  it('refuses a body that is not a review with 400', async () => {
+    expect((await handler(async () => primaryPod).h({ kind: 'nope' })).status).toBe(400);
+  });
+});
