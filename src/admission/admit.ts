@@ -46,7 +46,9 @@ export function admit(review: AdmissionReview, deps: AdmissionDeps): AdmissionRe
   const object = request.object;
   // an object without a metadata map is no Kubernetes object (only a hostile client sends one): nothing to patch
   if (!routed(request) || !isJsonObject(object) || !isJsonObject(object.metadata)) return admissionResponseFor(request.uid, []);
-  const restarter = restarterMutator({ cachesSynced: deps.cachesSynced, lookup: deps.lookup, cacheProgress: deps.cacheProgress, dialectOf: deps.dialectOf });
+  // Stackable's dialect is for StatefulSets (its restarter knows no other kind): the others speak rollguard's
+  const dialectOf = request.kind.kind === 'StatefulSet' ? deps.dialectOf : undefined;
+  const restarter = restarterMutator({ cachesSynced: deps.cachesSynced, lookup: deps.lookup, cacheProgress: deps.cacheProgress, dialectOf });
   const ops = composeMutators(request, object, [restarter, ...(deps.cachesSynced ? (deps.mutators ?? []) : [])]);
   return admissionResponseFor(request.uid, ops);
 }

@@ -250,19 +250,20 @@ export class Reconciler {
   private enabledSet(kind: WorkloadKind, namespace: string, name: string): Workload | undefined {
     const set = this.deps.workload(kind, namespace, name);
     // The list/watch selects on the label already; this guards a set that lost it a moment ago.
-    if (!set || set.metadata?.deletionTimestamp || !this.dialectOf(set)) return undefined;
+    if (!set || set.metadata?.deletionTimestamp || !this.dialectOf(kind, set)) return undefined;
     return set;
   }
 
-  private dialectOf(set: Workload): Dialect | undefined {
+  /** Stackable's dialect is for StatefulSets only, as its restarter is; another kind speaks rollguard's. */
+  private dialectOf(kind: WorkloadKind, set: Workload): Dialect | undefined {
     const labels = set.metadata?.labels;
-    if (this.deps.dialectOf) return this.deps.dialectOf(labels);
+    if (this.deps.dialectOf && kind === 'StatefulSet') return this.deps.dialectOf(labels);
     return labels?.[ROLLGUARD_DIALECT.enabledLabel] === 'true' ? ROLLGUARD_DIALECT : undefined;
   }
 
   private plan(kind: WorkloadKind, set: Workload): Plan | undefined {
     const namespace = set.metadata?.namespace ?? '';
-    const dialect = this.dialectOf(set) ?? ROLLGUARD_DIALECT;
+    const dialect = this.dialectOf(kind, set) ?? ROLLGUARD_DIALECT;
     const result = planAnnotations({
       dialect,
       namespace,

@@ -3,6 +3,7 @@ import jsonpatch from 'fast-json-patch';
 import type { Operation } from 'fast-json-patch';
 import type { V1StatefulSet } from '@kubernetes/client-node';
 import { admit, type AdmissionDeps } from '../../src/admission/admit.js';
+import { dialectFor, STACKABLE_ENABLED_LABEL } from '../../src/compat/stackable.js';
 import type { Mutator as TemplateMutator } from '../../src/admission/mutators.js';
 import { admissionResponseFor, type AdmissionRequest, type AdmissionReview } from '../../src/admission/review.js';
 import {
@@ -291,6 +292,14 @@ describe('admit: Deployments and DaemonSets get the same annotations', () => {
     const object = shape({ metadata: { annotations: { team: 'a' } } });
     const answer = admit(as(kind, resource, object, { operation: 'UPDATE', oldObject: old }), synced);
     expect(patched(object, answer).spec?.template.metadata?.annotations).toEqual({ team: 'a', [configKey]: 'cm-uid/5', [tlsKey]: 'tls-uid/22' });
+  });
+
+  it.each(kinds)('$kind with both labels under --compat stackable: rollguard\'s keys (Stackable\'s restarter is for StatefulSets)', ({ kind, resource, shape }) => {
+    const object = shape({}, { labels: { 'rollguard.io/enabled': 'true', [STACKABLE_ENABLED_LABEL]: 'true' } });
+    const deps: AdmissionDeps = { ...synced, dialectOf: (labels) => dialectFor(labels, 'stackable') };
+    expect(patched(object, admit(as(kind, resource, object), deps)).spec?.template.metadata?.annotations).toEqual(upToDate);
+    const set = statefulSet({}, { labels: { [STACKABLE_ENABLED_LABEL]: 'true' } });
+    expect(Object.keys(patched(set, admit(review(set), deps)).spec?.template.metadata?.annotations ?? {}).every((k) => k.includes('restarter.stackable.tech/'))).toBe(true);
   });
 
   it.each(kinds)('$kind: opt-outs on the workload hold', ({ kind, resource, shape }) => {
