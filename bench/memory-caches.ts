@@ -11,8 +11,9 @@ import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
 import { startControlPlane } from '../src/dev/control-plane.js';
 import { createMetadataCache } from '../src/kube/metadata-cache.js';
+import { WORKLOAD_KINDS, WORKLOAD_PLURALS, createWorkloadCache, isWorkloadKind, type WorkloadKind } from '../src/kube/workloads.js';
 import { RawApi } from '../src/kube/raw-api.js';
-import { IGNORE_LABEL } from '../src/restarter/annotations.js';
+import { ENABLED_LABEL, IGNORE_LABEL } from '../src/restarter/annotations.js';
 import { createCertificateAuthority, createSignedCertificate } from '../src/tls/certificates.js';
 import { certDir, peakRssOf, rssOf, startPeer } from './side-by-side/peer.js';
 import { startRollguardServe } from './side-by-side/rollguard-serve.js';
@@ -25,6 +26,10 @@ import { startRollguardServe } from './side-by-side/rollguard-serve.js';
 // product (`rollguard serve`, nothing to watch) beside the peer's, and what holds rollguard's idle heap.
 // Prints figures and ratios; asserts nothing (but stops when the caches disagree).
 //   npm run build:bench && node dist/bench/memory-caches.js
+// With --workloads, the workload caches instead: 2,000 labelled StatefulSets, Deployments and
+// DaemonSets (BENCH_WORKLOADS), each kind's cache synced alone in a fresh process against the
+// same process syncing an empty namespace; bytes per cached workload, and ratios between kinds.
+//   npm run build:bench && node dist/bench/memory-caches.js --workloads
 
 const OBJECTS_PER_KIND = Number(process.env.BENCH_OBJECTS ?? 20_000);
 const PAYLOAD_BYTES = 4096;
@@ -110,6 +115,118 @@ async function measure(kubeconfigPath: string, namespace: string, expectedFile: 
     heapSettled: settled.heapUsed,
     mismatches,
   };
+}
+
+const WORKLOADS_PER_KIND = Number(process.env.BENCH_WORKLOADS ?? 2_000);
+
+/** rollguard's side for one workload kind: a fresh process that syncs that kind's labelled cache for one namespace. */
+async function measureWorkloads(kubeconfigPath: string, namespace: string, kind: WorkloadKind): Promise<Measurement & { wireBytes: number }> {
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc') as () => void;
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  const api = new RawApi(kc);
+  const cache = createWorkloadCache(kind, { api, namespaces: [namespace], labelSelector: `${ENABLED_LABEL}=true`, logger: pino({ level: 'warn' }) });
+  gc();
+  const before = process.memoryUsage();
+  const abort = new AbortController();
+  const started = performance.now();
+  await cache.informer.start(abort.signal);
+  await cache.informer.whenSynced(abort.signal);
+  const syncMs = performance.now() - started;
+  gc();
+  const synced = process.memoryUsage();
+  await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+  gc();
+  const settled = process.memoryUsage();
+  const objects = cache.store.size();
+  // what one object is on the wire (JSON), beside what the cache holds of it
+  const wireBytes = objects > 0 ? Buffer.byteLength(JSON.stringify(cache.store.list()[0])) : 0;
+  abort.abort();
+  await cache.informer.stopped();
+  return {
+    objects,
+    syncMs,
+    rssBefore: before.rss,
+    rssSynced: synced.rss,
+    rssSettled: settled.rss,
+    rssPeak: process.resourceUsage().maxRSS * 1024,
+    heapBefore: before.heapUsed,
+    heapSettled: settled.heapUsed,
+    wireBytes,
+  };
+}
+
+/** A labelled workload of `kind` as a chart would write it: one container, a ConfigMap and a Secret referenced, probes, resources. */
+function benchWorkload(kind: WorkloadKind, i: number): Record<string, unknown> {
+  const name = `bench-${kind.toLowerCase()}-${String(i).padStart(5, '0')}`;
+  const labels = { app: name, 'app.kubernetes.io/part-of': 'bench' };
+  const template = {
+    metadata: { labels, annotations: { 'configmap.rollguard.io/bench-config': '7c6a1a52-3f0e-4b53-9d3e-1b2c3d4e5f60/123456', 'secret.rollguard.io/bench-secret': '0d9e8f7a-6b5c-4d3e-2f1a-0b9c8d7e6f50/123457' } },
+    spec: {
+      containers: [
+        {
+          name: 'app',
+          image: 'registry.example/team/app:1.2.3',
+          ports: [{ name: 'http', containerPort: 8080 }],
+          envFrom: [{ configMapRef: { name: 'bench-config' } }],
+          env: [{ name: 'PASSWORD', valueFrom: { secretKeyRef: { name: 'bench-secret', key: 'password' } } }],
+          resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '256Mi' } },
+          readinessProbe: { httpGet: { path: '/readyz', port: 'http' }, periodSeconds: 5 },
+          volumeMounts: [{ name: 'config', mountPath: '/etc/app' }],
+        },
+      ],
+      volumes: [{ name: 'config', configMap: { name: 'bench-config' } }],
+    },
+  };
+  const spec: Record<string, unknown> = { selector: { matchLabels: labels }, template };
+  if (kind !== 'DaemonSet') spec.replicas = 0;
+  if (kind === 'StatefulSet') spec.serviceName = name;
+  return { apiVersion: 'apps/v1', kind, metadata: { name, labels: { ...labels, [ENABLED_LABEL]: 'true' } }, spec };
+}
+
+/** --workloads: the three kinds' caches at WORKLOADS_PER_KIND labelled workloads each. */
+async function workloadsMain(): Promise<void> {
+  // no controller manager: no ReplicaSets, pods or revisions, only the workloads themselves
+  const cp = await startControlPlane({ controllerManager: false });
+  try {
+    const kc = new KubeConfig();
+    kc.loadFromFile(cp.kubeconfigPath);
+    const core = kc.makeApiClient(CoreV1Api);
+    for (const name of ['bench-empty', 'bench-workloads']) await core.createNamespace({ body: { metadata: { name } } });
+    const post = await poster(kc);
+    const createStarted = performance.now();
+    const jobs = WORKLOAD_KINDS.flatMap((kind) =>
+      Array.from({ length: WORKLOADS_PER_KIND }, (_, i) => () => post(`/apis/apps/v1/namespaces/bench-workloads/${WORKLOAD_PLURALS[kind]}`, benchWorkload(kind, i))),
+    );
+    let next = 0;
+    await Promise.all(Array.from({ length: CREATE_CONCURRENCY }, async () => {
+      while (next < jobs.length) await jobs[next++]!();
+    }));
+    console.log(`created ${WORKLOADS_PER_KIND} labelled StatefulSets, Deployments and DaemonSets in ${((performance.now() - createStarted) / 1000).toFixed(1)} s`);
+    const run = async (namespace: string, kind: WorkloadKind): Promise<Measurement & { wireBytes: number }> => {
+      const { stdout } = await promisify(execFile)(process.execPath, [fileURLToPath(import.meta.url), '--measure-workloads', cp.kubeconfigPath, namespace, kind], { maxBuffer: 1024 * 1024 });
+      return JSON.parse(stdout) as Measurement & { wireBytes: number };
+    };
+    const col = (s: string, w = 14): string => s.padStart(w);
+    console.log(`
+bytes per cached workload (${WORKLOADS_PER_KIND} of each kind vs an empty namespace, each kind in a fresh process; settled = ${SETTLE_MS / 1000} s after sync)`);
+    console.log(`${'kind'.padEnd(14)}${col('RSS settled')}${col('heap (live)')}${col('JSON bytes')}${col('heap/JSON', 11)}${col('heap/STS', 10)}${col('sync', 9)}`);
+    let reference: number | undefined;
+    for (const kind of WORKLOAD_KINDS) {
+      const empty = await run('bench-empty', kind);
+      const full = await run('bench-workloads', kind);
+      if (full.objects !== WORKLOADS_PER_KIND) throw new Error(`${kind} cache holds ${full.objects} workloads, want ${WORKLOADS_PER_KIND}`);
+      const rss = (full.rssSettled - empty.rssSettled) / full.objects;
+      const heap = (full.heapSettled - full.heapBefore - (empty.heapSettled - empty.heapBefore)) / full.objects;
+      reference ??= heap;
+      console.log(
+        `${kind.padEnd(14)}${col(rss.toFixed(0))}${col(heap.toFixed(0))}${col(String(full.wireBytes))}${col((heap / full.wireBytes).toFixed(2), 11)}${col((heap / reference).toFixed(2), 10)}${col(`${(full.syncMs / 1000).toFixed(2)} s`, 9)}`,
+      );
+    }
+  } finally {
+    await cp.stop();
+  }
 }
 
 /** The peer's side: the Go process, its cache scoped to one namespace, measured from /proc and its /memory. */
@@ -251,6 +368,13 @@ function snapshotSummary(file: string): string[] {
 }
 
 async function main(): Promise<void> {
+  if (process.argv[2] === '--measure-workloads') {
+    const kind = process.argv[5];
+    if (!isWorkloadKind(kind)) throw new Error(`--measure-workloads: kind ${kind} is not one of ${WORKLOAD_KINDS.join(', ')}`);
+    process.stdout.write(JSON.stringify(await measureWorkloads(process.argv[3]!, process.argv[4]!, kind)));
+    return;
+  }
+  if (process.argv[2] === '--workloads') return workloadsMain();
   if (process.argv[2] === '--measure') {
     const result = await measure(process.argv[3]!, process.argv[4]!, process.argv[5]);
     process.stdout.write(JSON.stringify(result));

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { WorkloadKind } from './kube/workloads.js';
 
 /** Sub-millisecond buckets: an admission review is expected to take well under 1 ms. */
 const ADMISSION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
@@ -24,8 +25,8 @@ export function createMetrics(registry = new Registry()) {
     }),
     admissionReviews: new Counter({
       name: 'rollguard_admission_reviews_total',
-      help: 'Admission reviews answered, by result (patched, unchanged, not_synced, out_of_scope, invalid, error)',
-      labelNames: ['result'],
+      help: 'Admission reviews answered, by result (patched, unchanged, not_synced, out_of_scope, invalid, error) and kind (StatefulSet, Deployment, DaemonSet, other; none for an invalid review)',
+      labelNames: ['result', 'kind'],
       registers: r,
     }),
     admissionInFlight: new Gauge({
@@ -34,15 +35,15 @@ export function createMetrics(registry = new Registry()) {
       registers: r,
     }),
     patches: new Counter({
-      name: 'rollguard_statefulset_patches_total',
-      help: 'Pod template annotation patches written by the reconcile loop, by reason',
-      labelNames: ['reason'],
+      name: 'rollguard_template_patches_total',
+      help: 'Pod template annotation patches written by the reconcile loop, by reason and kind of workload (StatefulSet, Deployment, DaemonSet)',
+      labelNames: ['reason', 'kind'],
       registers: r,
     }),
     restarts: new Counter({
       name: 'rollguard_restarts_total',
-      help: 'Rollouts triggered because a referenced object changed, by kind of object',
-      labelNames: ['kind'],
+      help: 'Rollouts triggered because a referenced object changed, by kind of object (ConfigMap, Secret) and of workload (StatefulSet, Deployment, DaemonSet)',
+      labelNames: ['kind', 'workload_kind'],
       registers: r,
     }),
     restartsDeferred: new Counter({
@@ -98,8 +99,8 @@ export function createMetrics(registry = new Registry()) {
         }
       },
     }),
-    /** Registers the age source of one cache, by kind (a closed set: ConfigMap, Secret, StatefulSet, Pod). */
-    watchCacheAge(kind: 'ConfigMap' | 'Secret' | 'StatefulSet' | 'Pod', age: () => number | undefined): void {
+    /** Registers the age source of one cache, by kind (a closed set: ConfigMap, Secret, the workload kinds, Pod). */
+    watchCacheAge(kind: 'ConfigMap' | 'Secret' | WorkloadKind | 'Pod', age: () => number | undefined): void {
       cacheAges.set(kind, age);
     },
     leader: new Gauge({

@@ -1,6 +1,7 @@
 import type { Dialect, VersionLookup } from '../restarter/annotations.js';
 import type { ObjectKind } from '../restarter/references.js';
 import { isJsonObject } from '../kube/json.js';
+import { WORKLOAD_KINDS } from '../kube/workloads.js';
 import { composeMutators, type Mutator } from './mutators.js';
 import { restarterMutator } from './restarter-mutator.js';
 import { admissionResponseFor, type AdmissionOperation, type AdmissionRequest, type AdmissionReview } from './review.js';
@@ -25,7 +26,7 @@ interface Route {
   operations: readonly AdmissionOperation[];
 }
 
-const ROUTES: readonly Route[] = [{ group: 'apps', version: 'v1', kind: 'StatefulSet', operations: ['CREATE', 'UPDATE'] }];
+const ROUTES: readonly Route[] = WORKLOAD_KINDS.map((kind) => ({ group: 'apps', version: 'v1', kind, operations: ['CREATE', 'UPDATE'] }));
 
 function routed(request: AdmissionRequest): boolean {
   const { group, version, kind } = request.kind;
@@ -45,7 +46,9 @@ export function admit(review: AdmissionReview, deps: AdmissionDeps): AdmissionRe
   const object = request.object;
   // an object without a metadata map is no Kubernetes object (only a hostile client sends one): nothing to patch
   if (!routed(request) || !isJsonObject(object) || !isJsonObject(object.metadata)) return admissionResponseFor(request.uid, []);
-  const restarter = restarterMutator({ cachesSynced: deps.cachesSynced, lookup: deps.lookup, cacheProgress: deps.cacheProgress, dialectOf: deps.dialectOf });
+  // Stackable's dialect is for StatefulSets (its restarter knows no other kind): the others speak rollguard's
+  const dialectOf = request.kind.kind === 'StatefulSet' ? deps.dialectOf : undefined;
+  const restarter = restarterMutator({ cachesSynced: deps.cachesSynced, lookup: deps.lookup, cacheProgress: deps.cacheProgress, dialectOf });
   const ops = composeMutators(request, object, [restarter, ...(deps.cachesSynced ? (deps.mutators ?? []) : [])]);
   return admissionResponseFor(request.uid, ops);
 }

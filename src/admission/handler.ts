@@ -3,6 +3,7 @@ import type { AdmissionHandler } from '../server/webhook-server.js';
 import type { Metrics } from '../metrics.js';
 import type { Dialect, VersionLookup } from '../restarter/annotations.js';
 import type { ObjectKind } from '../restarter/references.js';
+import { isWorkloadKind, type WorkloadKind } from '../kube/workloads.js';
 import { admit } from './admit.js';
 import type { Mutator } from './mutators.js';
 import { admissionResponseFor, parseAdmissionReview } from './review.js';
@@ -24,6 +25,11 @@ export interface AdmissionHandlerOptions {
   logger?: Logger;
 }
 
+/** The `kind` label of a review: a workload kind, or `other` (the body's kind is anyone's text; labels come from closed sets). */
+function kindLabel(kind: string | undefined): WorkloadKind | 'other' {
+  return isWorkloadKind(kind) ? kind : 'other';
+}
+
 /**
  * `/mutate`'s decision: a 400 with the reason for a review it cannot answer, else always allowed.
  * A mutator that fails is a bug of ours: the write goes through unpatched (the loop catches up),
@@ -34,8 +40,9 @@ export function createAdmissionHandler(opts: AdmissionHandlerOptions): Admission
     const parsed = parseAdmissionReview(body);
     if (!parsed.ok) return { status: 400, body: { reason: parsed.reason } };
     const namespace = parsed.review.request?.namespace ?? '';
+    const kind = kindLabel(parsed.review.request?.kind.kind);
     if (opts.inScope && !opts.inScope(namespace)) {
-      opts.metrics.admissionReviews.inc({ result: 'out_of_scope' });
+      opts.metrics.admissionReviews.inc({ result: 'out_of_scope', kind });
       return { status: 200, body: admissionResponseFor(parsed.review.request?.uid ?? '', []) };
     }
     const synced = opts.cachesSynced();
@@ -45,11 +52,11 @@ export function createAdmissionHandler(opts: AdmissionHandlerOptions): Admission
     } catch (err) {
       const request = parsed.review.request;
       opts.logger?.error({ err, uid: request?.uid, kind: request?.kind.kind, namespace: request?.namespace, name: request?.name }, 'admission failed; allowed without a patch');
-      opts.metrics.admissionReviews.inc({ result: 'error' });
+      opts.metrics.admissionReviews.inc({ result: 'error', kind });
       return { status: 200, body: admissionResponseFor(request?.uid ?? '', []) };
     }
     const result = !synced ? 'not_synced' : response.response?.patch ? 'patched' : 'unchanged';
-    opts.metrics.admissionReviews.inc({ result });
+    opts.metrics.admissionReviews.inc({ result, kind });
     return { status: 200, body: response };
   };
 }

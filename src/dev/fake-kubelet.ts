@@ -6,6 +6,7 @@ export type PodBehaviour = 'ready' | 'crashloop' | 'imagepullbackoff' | 'pending
 
 const POLL_INTERVAL_MS = 100;
 export const FAKE_NODE = 'fake-node';
+const NOT_READY_TAINT = 'node.kubernetes.io/not-ready';
 const SHARED_POD_IP = '127.0.0.1';
 /** 127.0.0.2, 127.0.0.3, …: loopback addresses (all of 127/8 reaches lo) a test can listen on, one per pod. */
 const DISTINCT_IP_COUNT = 65_000;
@@ -159,6 +160,13 @@ export class FakeKubelet {
           },
         },
       });
+    }
+    // The API server taints every new Node not-ready (TaintNodesByCondition); node-lifecycle, which
+    // does not run here, would lift it once the Node is Ready. DaemonSet pods do not tolerate it.
+    const registered = await this.core.readNode({ name: this.nodeName });
+    const taints = registered.spec?.taints ?? [];
+    if (taints.some((t) => t.key === NOT_READY_TAINT)) {
+      await this.core.replaceNode({ name: this.nodeName, body: { ...registered, spec: { ...registered.spec, taints: taints.filter((t) => t.key !== NOT_READY_TAINT) } } });
     }
     this.nodeRegistered = true;
   }

@@ -1,5 +1,6 @@
 import { AdmissionregistrationV1Api, type KubeConfig, type V1LabelSelector, type V1MutatingWebhook } from '@kubernetes/client-node';
 import { enabledLabels, type CompatMode } from '../compat/stackable.js';
+import { WORKLOAD_PLURALS } from '../kube/workloads.js';
 import { ENABLED_LABEL } from '../restarter/annotations.js';
 
 export interface WebhookRegistration {
@@ -10,7 +11,7 @@ export interface WebhookRegistration {
 export interface WebhookRegistrationOptions {
   name: string;
   port: number;
-  /** the namespaces whose StatefulSets go through the webhook */
+  /** the namespaces whose labelled StatefulSets, Deployments and DaemonSets go through the webhook */
   namespaceSelector: V1LabelSelector;
   failurePolicy?: 'Ignore' | 'Fail';
   timeoutSeconds?: number;
@@ -36,7 +37,8 @@ export async function registerWebhook(kc: KubeConfig, opts: WebhookRegistrationO
         (label): V1MutatingWebhook => ({
           name: webhookEntryName(label),
           clientConfig: { url: `https://127.0.0.1:${opts.port}/mutate` },
-          rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: ['statefulsets'] }],
+          // Stackable's opt-in is for StatefulSets; rollguard's own for the three kinds
+          rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: label === ENABLED_LABEL ? Object.values(WORKLOAD_PLURALS) : ['statefulsets'] }],
           objectSelector: { matchLabels: { [label]: 'true' } },
           namespaceSelector: opts.namespaceSelector,
           failurePolicy: opts.failurePolicy ?? 'Ignore',

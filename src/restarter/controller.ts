@@ -1,7 +1,8 @@
-import { AppsV1Api, type KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
+import { AppsV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { Operation } from 'fast-json-patch';
 import type { Logger } from 'pino';
 import { EventRecorder } from '../kube/events.js';
-import { objectKey, type Informer } from '../kube/informer.js';
+import type { Informer } from '../kube/informer.js';
 import {
   PARTIAL_METADATA_LIST_ACCEPT,
   createMetadataCache,
@@ -12,7 +13,8 @@ import {
 } from '../kube/metadata-cache.js';
 import type { ObjectEvent } from '../kube/object-store.js';
 import { RawApi } from '../kube/raw-api.js';
-import { createStatefulSetCache, type StatefulSetCache } from '../kube/statefulsets.js';
+import type { StatefulSetCache } from '../kube/statefulsets.js';
+import { WORKLOAD_KINDS, createWorkloadCache, describeWorkload, workloadKey, type Workload, type WorkloadCache, type WorkloadKind } from '../kube/workloads.js';
 import { Controller } from '../kube/controller.js';
 import { TokenBucket } from '../kube/token-bucket.js';
 import type { Runnable } from '../manager.js';
@@ -24,7 +26,7 @@ import { DigestReader } from './digest-reader.js';
 import { Reconciler, type FreshRead } from './reconciler.js';
 import type { ObjectKind } from './references.js';
 import { ReverseIndex } from './reverse-index.js';
-import { objectEventWakesReferrers, statefulSetEventEffect } from './wakes.js';
+import { objectEventWakesReferrers, workloadEventEffect } from './wakes.js';
 
 /**
  * A burst of changes to one object (a `helm upgrade` writing a ConfigMap and then its
@@ -78,10 +80,10 @@ export interface CacheStatus {
 }
 
 export interface RestarterStatus {
-  /** Sets waiting to be reconciled (ready, debounced or backing off). */
+  /** Workloads waiting to be reconciled (ready, debounced or backing off). */
   queued: number;
   inFlight: number;
-  cache: Record<'ConfigMap' | 'Secret' | 'StatefulSet', CacheStatus>;
+  cache: Record<'ConfigMap' | 'Secret' | WorkloadKind, CacheStatus>;
 }
 
 export interface RestarterController {
@@ -127,7 +129,58 @@ async function readFresh(api: RawApi, kind: ObjectKind, namespace: string, name:
   return { version, revision };
 }
 
-/** Assembles the restarter's reconcile side: metadata caches, StatefulSet cache, reverse index, controller. */
+type WorkloadCaches = { [K in WorkloadKind]: WorkloadCache<K> };
+
+/** What the restarter reads of each kind's store, whichever the kind. */
+interface WorkloadStore {
+  get(namespace: string, name: string): Workload | undefined;
+  list(): Workload[];
+  size(): number;
+  onEvent(listener: (event: ObjectEvent<Workload>) => void): void;
+}
+
+function storeOf<K extends WorkloadKind>(cache: WorkloadCache<K>): WorkloadStore {
+  const { store } = cache;
+  return {
+    get: (namespace, name) => store.get(namespace, name),
+    list: () => store.list(),
+    size: () => store.size(),
+    onEvent: (listener) => store.onEvent(listener),
+  };
+}
+
+/** Several stores of one kind read as one (the StatefulSets of two label-filtered watches); a workload in both is one. */
+function unionOf(parts: WorkloadStore[]): WorkloadStore {
+  if (parts.length === 1) return parts[0]!;
+  return {
+    get: (namespace, name) => {
+      for (const part of parts) {
+        const found = part.get(namespace, name);
+        if (found) return found;
+      }
+      return undefined;
+    },
+    list: () => [...new Map(parts.flatMap((p) => p.list()).map((w) => [`${w.metadata?.namespace}/${w.metadata?.name}`, w])).values()],
+    size: () => parts.reduce((n, p) => n + p.size(), 0),
+    onEvent: (listener) => {
+      for (const part of parts) part.onEvent(listener);
+    },
+  };
+}
+
+/** One JSON Patch of a workload's template or metadata, by kind. */
+function patchWorkload(apps: AppsV1Api, kind: WorkloadKind, namespace: string, name: string, body: Operation[]): Promise<Workload> {
+  switch (kind) {
+    case 'StatefulSet':
+      return apps.patchNamespacedStatefulSet({ name, namespace, body });
+    case 'Deployment':
+      return apps.patchNamespacedDeployment({ name, namespace, body });
+    case 'DaemonSet':
+      return apps.patchNamespacedDaemonSet({ name, namespace, body });
+  }
+}
+
+/** Assembles the restarter's reconcile side: metadata caches, one cache per workload kind, one reverse index across them, controller. */
 export function createRestarterController(opts: RestarterControllerOptions): RestarterController {
   const { logger, metrics } = opts;
   const log = logger.child({ component: 'restarter' });
@@ -139,24 +192,26 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     ConfigMap: createMetadataCache({ name: 'ConfigMap cache', api, plural: 'configmaps', namespaces: opts.namespaces, ignoreLabel: ignore, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
     Secret: createMetadataCache({ name: 'Secret cache', api, plural: 'secrets', namespaces: opts.namespaces, ignoreLabel: ignore, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
   };
-  const sets = createStatefulSetCache({ api, namespaces: opts.namespaces, labelSelector: `${ENABLED_LABEL}=true`, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs });
-  // One label selector cannot OR two labels: Stackable's opt-in is a second label-filtered watch.
-  const stackableSets =
-    compat === 'stackable'
-      ? createStatefulSetCache({ api, namespaces: opts.namespaces, labelSelector: `${STACKABLE_ENABLED_LABEL}=true`, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs })
-      : undefined;
-  const setStores = [sets.store, ...(stackableSets ? [stackableSets.store] : [])];
-  const anySet = (namespace: string, name: string): V1StatefulSet | undefined => {
-    for (const store of setStores) {
-      const set = store.get(namespace, name);
-      if (set) return set;
-    }
-    return undefined;
+  const workloadCache = <K extends WorkloadKind>(kind: K, label = ENABLED_LABEL): WorkloadCache<K> =>
+    createWorkloadCache(kind, { api, namespaces: opts.namespaces, labelSelector: `${label}=true`, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs });
+  const workloads: WorkloadCaches = { StatefulSet: workloadCache('StatefulSet'), Deployment: workloadCache('Deployment'), DaemonSet: workloadCache('DaemonSet') };
+  // One label selector cannot OR two labels: Stackable's opt-in (StatefulSets only) is a second label-filtered watch.
+  const stackableSets = compat === 'stackable' ? workloadCache('StatefulSet', STACKABLE_ENABLED_LABEL) : undefined;
+  const stores: Record<WorkloadKind, WorkloadStore> = {
+    StatefulSet: unionOf([storeOf(workloads.StatefulSet), ...(stackableSets ? [storeOf(stackableSets)] : [])]),
+    Deployment: storeOf(workloads.Deployment),
+    DaemonSet: storeOf(workloads.DaemonSet),
   };
+  const workloadStore = (kind: WorkloadKind): WorkloadStore => stores[kind];
   metrics.watchCacheAge('ConfigMap', () => metadata.ConfigMap.informer.lastEventAgeSeconds());
   metrics.watchCacheAge('Secret', () => metadata.Secret.informer.lastEventAgeSeconds());
-  metrics.watchCacheAge('StatefulSet', () => sets.informer.lastEventAgeSeconds());
-  const informers = [metadata.ConfigMap.informer, metadata.Secret.informer, sets.informer, ...(stackableSets ? [stackableSets.informer] : [])];
+  for (const kind of WORKLOAD_KINDS) metrics.watchCacheAge(kind, () => workloads[kind].informer.lastEventAgeSeconds());
+  const informers: Informer<unknown>[] = [
+    metadata.ConfigMap.informer,
+    metadata.Secret.informer,
+    ...WORKLOAD_KINDS.map((kind) => workloads[kind].informer),
+    ...(stackableSets ? [stackableSets.informer] : []),
+  ];
   const index = new ReverseIndex();
   const apps = opts.kubeConfig.makeApiClient(AppsV1Api);
   const events = new EventRecorder({ kubeConfig: opts.kubeConfig, component: COMPONENT, instance: opts.instance, logger: log });
@@ -171,14 +226,14 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   const digestKeys = opts.ownNamespace !== undefined ? new DigestKeySource(opts.kubeConfig, opts.ownNamespace) : undefined;
   const digestReader = digestKeys ? new DigestReader(api, () => digestKeys.keys(), (kind) => metrics.dataReads.inc({ kind })) : undefined;
   const reconciler = new Reconciler({
-    statefulSet: anySet,
+    workload: (kind, namespace, name) => workloadStore(kind).get(namespace, name),
     dialectOf: (labels) => dialectFor(labels, compat),
     lookup,
     cachesSynced,
     cacheProgress: (kind, namespace) => metadata[kind].informer.resourceVersion(namespace),
     readFresh: (kind, namespace, name) => readFresh(api, kind, namespace, name, ignore),
     minRestartIntervalMs: opts.minRestartIntervalMs ?? DEFAULT_MIN_RESTART_INTERVAL_MS,
-    patchStatefulSet: (namespace, name, ops) => apps.patchNamespacedStatefulSet({ name, namespace, body: ops }),
+    patchWorkload: (kind, namespace, name, ops) => patchWorkload(apps, kind, namespace, name, ops),
     events,
     restartLimiter,
     logger: log,
@@ -198,26 +253,30 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     workers: opts.workers ?? DEFAULT_WORKERS,
     debounceMs: opts.debounceMs ?? DEFAULT_DEBOUNCE_MS,
     resyncPeriodMs: opts.resyncPeriodMs ?? DEFAULT_RESYNC_PERIOD_MS,
-    keys: () => [...new Set(setStores.flatMap((store) => store.list().map((set) => objectKey(set.metadata?.namespace ?? '', set.metadata?.name ?? ''))))],
+    keys: () => [
+      ...new Set(WORKLOAD_KINDS.flatMap((kind) => workloadStore(kind).list().map((w) => workloadKey(kind, w.metadata?.namespace ?? '', w.metadata?.name ?? '')))),
+    ],
     syncs: informers,
     term: () => ({ reconciler }),
-    describe: (key) => `StatefulSet ${key}`,
-    objects: 'StatefulSet',
+    describe: describeWorkload,
+    objects: 'labelled StatefulSet, Deployment and DaemonSet',
     logger: log,
     metrics,
   });
 
   // The index is kept on every replica, leader or not, so a new leader starts with it whole.
-  const onSetEvent = (event: ObjectEvent<V1StatefulSet>): void => {
-    metrics.cachedObjects.set({ kind: 'StatefulSet' }, setStores.reduce((n, store) => n + store.size(), 0));
-    const effect = statefulSetEventEffect(event);
-    // a set with both labels that lost one is still in the other watch
-    const still = effect.index === 'remove' ? anySet(event.previous?.metadata?.namespace ?? '', event.previous?.metadata?.name ?? '') : undefined;
-    if (effect.index === 'remove' && !still) index.removeSet(effect.key);
-    else if (effect.index && effect.index !== 'remove') index.setReferences(effect.key, event.current?.metadata?.namespace ?? '', effect.index);
-    if (effect.wake || still) controller.enqueue({ key: effect.key, debounce: true });
-  };
-  for (const store of setStores) store.onEvent(onSetEvent);
+  for (const kind of WORKLOAD_KINDS) {
+    const store = workloadStore(kind);
+    store.onEvent((event: ObjectEvent<Workload>) => {
+      metrics.cachedObjects.set({ kind }, store.size());
+      const effect = workloadEventEffect(kind, event);
+      // a set with both labels that lost one is still in the other watch
+      const still = effect.index === 'remove' ? store.get(event.previous?.metadata?.namespace ?? '', event.previous?.metadata?.name ?? '') : undefined;
+      if (effect.index === 'remove' && !still) index.removeSet(effect.key);
+      else if (effect.index && effect.index !== 'remove') index.setReferences(effect.key, event.current?.metadata?.namespace ?? '', effect.index);
+      if (effect.wake || still) controller.enqueue({ key: effect.key, debounce: true });
+    });
+  }
   for (const kind of ['ConfigMap', 'Secret'] as const) {
     const { store } = metadata[kind];
     store.onEvent(() => metrics.cachedObjects.set({ kind }, store.size()));
@@ -253,13 +312,15 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     lookup,
     cacheProgress: (kind, namespace) => metadata[kind].informer.resourceVersion(namespace),
     covers: (namespace) => metadata.ConfigMap.informer.covers(namespace),
-    statefulSets: sets,
+    statefulSets: workloads.StatefulSet,
     status: () => ({
       ...controller.status(),
       cache: {
         ConfigMap: cacheStatus(metadata.ConfigMap.informer, metadata.ConfigMap.store.size()),
         Secret: cacheStatus(metadata.Secret.informer, metadata.Secret.store.size()),
-        StatefulSet: cacheStatus(sets.informer, sets.store.size()),
+        StatefulSet: cacheStatus(workloads.StatefulSet.informer, workloads.StatefulSet.store.size()),
+        Deployment: cacheStatus(workloads.Deployment.informer, workloads.Deployment.store.size()),
+        DaemonSet: cacheStatus(workloads.DaemonSet.informer, workloads.DaemonSet.store.size()),
       },
     }),
   };

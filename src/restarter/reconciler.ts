@@ -1,10 +1,9 @@
 import type { Operation } from 'fast-json-patch';
-import type { V1StatefulSet } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { ConflictError, errorText, isConflict, isOutcomeUnknown, statusCode } from '../kube/api-status.js';
 import { policyDenial, REASON_WRITE_DENIED } from '../kube/policy-denial.js';
 import type { EventRecorder, EventSubject } from '../kube/events.js';
-import { splitObjectKey } from '../kube/informer.js';
+import { describeWorkload, splitWorkloadKey, type Workload, type WorkloadKind } from '../kube/workloads.js';
 import type { TokenBucket } from '../kube/token-bucket.js';
 import type { Metrics } from '../metrics.js';
 import {
@@ -23,6 +22,7 @@ import {
   type VersionLookup,
 } from './annotations.js';
 import { describeChange } from './change-text.js';
+import { REASON_UNSUPPORTED_FOR_KIND, annotationWritesBumpGeneration, unsupportedFeatures, unsupportedMessage } from './kind-features.js';
 import { baselineRecord, judgeRead, needsBaseline } from './data-check.js';
 import type { DigestRead } from './digest-reader.js';
 import { DIGESTS_ANNOTATION, formatDigestRecords, parseDigestRecords } from './digests.js';
@@ -58,14 +58,14 @@ export interface FreshRead {
 }
 
 export interface ReconcilerDeps {
-  statefulSet(namespace: string, name: string): V1StatefulSet | undefined;
+  workload(kind: WorkloadKind, namespace: string, name: string): Workload | undefined;
   lookup: VersionLookup;
   cachesSynced(): boolean;
   /** The newest resourceVersion the cache of `kind` reflects in `namespace`; '' when unknown. */
   cacheProgress(kind: ObjectKind, namespace: string): string;
   /** Reads one object from the API server, bypassing every cache. */
   readFresh(kind: ObjectKind, namespace: string, name: string): Promise<FreshRead>;
-  patchStatefulSet(namespace: string, name: string, ops: Operation[]): Promise<V1StatefulSet>;
+  patchWorkload(kind: WorkloadKind, namespace: string, name: string, ops: Operation[]): Promise<Workload>;
   events: Pick<EventRecorder, 'record'>;
   restartLimiter: Pick<TokenBucket, 'take'>;
   /** At most one template patch per set in this window (the trailing change wins); 0: no floor. */
@@ -102,7 +102,7 @@ interface WriteInDoubt {
 }
 
 interface Plan {
-  set: V1StatefulSet;
+  set: Workload;
   dialect: Dialect;
   desired: DesiredAnnotation[];
   changes: AnnotationChange[];
@@ -118,10 +118,10 @@ interface Plan {
  * `desired`. It starts with a test of the cached resourceVersion: if anyone wrote the set since,
  * the API server refuses it whole, and nothing the writer did is overwritten.
  */
-export function annotationPatch(set: V1StatefulSet, desired: DesiredAnnotation[], changes: AnnotationChange[]): Operation[] {
+export function annotationPatch(kind: WorkloadKind, set: Workload, desired: DesiredAnnotation[], changes: AnnotationChange[]): Operation[] {
   const resourceVersion = set.metadata?.resourceVersion;
   if (!resourceVersion) {
-    throw new Error(`StatefulSet ${set.metadata?.namespace}/${set.metadata?.name} has no metadata.resourceVersion to patch against`);
+    throw new Error(`${kind} ${set.metadata?.namespace}/${set.metadata?.name} has no metadata.resourceVersion to patch against`);
   }
   return [
     { op: 'test', path: '/metadata/resourceVersion', value: resourceVersion },
@@ -150,7 +150,7 @@ function withFreshVersions(plan: Plan, fresh: Map<string, ObjectVersion | undefi
   return { ...plan, desired, changes: annotationChanges(plan.set.spec?.template?.metadata?.annotations, desired, plan.dialect), heldBack };
 }
 
-function lastRestartOf(set: V1StatefulSet): number | undefined {
+function lastRestartOf(set: Workload): number | undefined {
   const at = Date.parse(set.metadata?.annotations?.[LAST_RESTART_ANNOTATION] ?? '');
   return Number.isNaN(at) ? undefined : at;
 }
@@ -166,7 +166,7 @@ function kindsIn(reason: string): ObjectKind[] {
 }
 
 /**
- * Brings one StatefulSet's restarter annotations to what its referenced objects' versions say,
+ * Brings one workload's (StatefulSet, Deployment, DaemonSet) restarter annotations to what its referenced objects' versions say,
  * from the caches; writes only when something differs, so a restart of rollguard (or a change of
  * leader) patches nothing that did not really change. Never moves a value backwards; at most one
  * template patch per set per restart floor; every patch has its Event and log line.
@@ -176,6 +176,8 @@ export class Reconciler {
   private readonly inDoubt = new Map<string, WriteInDoubt>();
   /** Sets whose current deferral has had its Event. */
   private readonly deferred = new Set<string>();
+  /** Workloads told that a feature they ask for is StatefulSets only: what was told, so that it is told once, not with every rollout. */
+  private readonly toldUnsupported = new Map<string, string>();
   private readonly now: () => Date;
   /** The digest key id last seen; a record under another one is re-keyed (a rotation). */
   private keyId?: string;
@@ -187,13 +189,17 @@ export class Reconciler {
   async reconcile(key: string, signal: AbortSignal): Promise<ReconcileResult> {
     const { deps } = this;
     if (!deps.cachesSynced()) return { requeueAfterMs: NOT_SYNCED_RETRY_MS };
-    const { namespace, name } = splitObjectKey(key);
-    const set = this.enabledSet(namespace, name);
-    if (!set) return this.forget(key);
+    const { kind, namespace, name } = splitWorkloadKey(key);
+    const set = this.enabledSet(kind, namespace, name);
+    if (!set) {
+      this.toldUnsupported.delete(key);
+      return this.forget(key);
+    }
+    await this.tellUnsupported(key, kind, set);
     await this.settleInDoubt(key, set);
     if (set.metadata?.annotations?.[RESTART_REASON_ANNOTATION] !== undefined) return this.explainAdmission(key, set);
 
-    let plan = this.plan(set);
+    let plan = this.plan(kind, set);
     if (!plan) return this.forget(key);
     let fromTheFuture: Map<string, ObjectVersion | undefined> | undefined;
     if (plan.heldBack.length > 0) {
@@ -210,8 +216,8 @@ export class Reconciler {
 
     await deps.restartLimiter.take(signal);
     // The wait for a turn may have been long: plan again from what the caches hold now.
-    const fresh = this.enabledSet(namespace, name);
-    let again = fresh ? this.plan(fresh) : undefined;
+    const fresh = this.enabledSet(kind, namespace, name);
+    let again = fresh ? this.plan(kind, fresh) : undefined;
     if (!again) return {};
     if (fromTheFuture && again.heldBack.length > 0) again = withFreshVersions(again, fromTheFuture);
     if (again.heldBack.length > 0) return { requeueAfterMs: 0 };
@@ -232,7 +238,7 @@ export class Reconciler {
    * landed (the set carries what it wrote: its restart is told now, as it would have been) or
    * did not (forgotten; the plan writes it again and tells it then).
    */
-  private async settleInDoubt(key: string, set: V1StatefulSet): Promise<void> {
+  private async settleInDoubt(key: string, set: Workload): Promise<void> {
     const doubt = this.inDoubt.get(key);
     if (!doubt || set.metadata?.resourceVersion === doubt.basedOn) return;
     this.inDoubt.delete(key);
@@ -241,22 +247,23 @@ export class Reconciler {
     if (landed) await this.tellRestart(key, set, set, doubt.reason, doubt.changes, true);
   }
 
-  private enabledSet(namespace: string, name: string): V1StatefulSet | undefined {
-    const set = this.deps.statefulSet(namespace, name);
+  private enabledSet(kind: WorkloadKind, namespace: string, name: string): Workload | undefined {
+    const set = this.deps.workload(kind, namespace, name);
     // The list/watch selects on the label already; this guards a set that lost it a moment ago.
-    if (!set || set.metadata?.deletionTimestamp || !this.dialectOf(set)) return undefined;
+    if (!set || set.metadata?.deletionTimestamp || !this.dialectOf(kind, set)) return undefined;
     return set;
   }
 
-  private dialectOf(set: V1StatefulSet): Dialect | undefined {
+  /** Stackable's dialect is for StatefulSets only, as its restarter is; another kind speaks rollguard's. */
+  private dialectOf(kind: WorkloadKind, set: Workload): Dialect | undefined {
     const labels = set.metadata?.labels;
-    if (this.deps.dialectOf) return this.deps.dialectOf(labels);
+    if (this.deps.dialectOf && kind === 'StatefulSet') return this.deps.dialectOf(labels);
     return labels?.[ROLLGUARD_DIALECT.enabledLabel] === 'true' ? ROLLGUARD_DIALECT : undefined;
   }
 
-  private plan(set: V1StatefulSet): Plan | undefined {
+  private plan(kind: WorkloadKind, set: Workload): Plan | undefined {
     const namespace = set.metadata?.namespace ?? '';
-    const dialect = this.dialectOf(set) ?? ROLLGUARD_DIALECT;
+    const dialect = this.dialectOf(kind, set) ?? ROLLGUARD_DIALECT;
     const result = planAnnotations({
       dialect,
       namespace,
@@ -271,7 +278,9 @@ export class Reconciler {
     const wantFrozen = result.frozen.length > 0 ? result.frozen.join(',') : null;
     const haveFrozen = set.metadata?.annotations?.[FROZEN_ANNOTATION] ?? null;
     const frozen = wantFrozen === haveFrozen ? undefined : wantFrozen;
-    if (changes.length === 0 && frozen === undefined && result.heldBack.length === 0 && !this.mayNeedRecords(set, result.desired, dialect)) return undefined;
+    // where a write of the workload's own annotations is a new generation, records wait for a template write
+    const records = !annotationWritesBumpGeneration(kind) && this.mayNeedRecords(set, result.desired, dialect);
+    if (changes.length === 0 && frozen === undefined && result.heldBack.length === 0 && !records) return undefined;
     return { set, dialect, desired: result.desired, changes, heldBack: result.heldBack, frozen };
   }
 
@@ -304,15 +313,15 @@ export class Reconciler {
       const fromTheFuture = revision !== undefined && stored.kind === 'version' && stored.resourceVersion > revision;
       if (!fromTheFuture) return undefined;
       this.deps.logger.warn(
-        { statefulSet: key, kind: held.kind, name: held.name, stored: held.stored, revision: read.revision },
-        `StatefulSet ${key}: ${held.kind} ${held.name} is annotated ${held.stored}, newer than the store's revision ${read.revision} (etcd restored from a backup?); writing the current version`,
+        { workload: key, kind: held.kind, name: held.name, stored: held.stored, revision: read.revision },
+        `${describeWorkload(key)}: ${held.kind} ${held.name} is annotated ${held.stored}, newer than the store's revision ${read.revision} (etcd restored from a backup?); writing the current version`,
       );
       fresh.set(`${held.kind}/${held.name}`, read.version);
     }
     return fresh;
   }
 
-  private floorWait(set: V1StatefulSet): number {
+  private floorWait(set: Workload): number {
     const last = lastRestartOf(set);
     if (last === undefined || this.deps.minRestartIntervalMs <= 0) return 0;
     return Math.max(0, last + this.deps.minRestartIntervalMs - this.now().getTime());
@@ -324,8 +333,8 @@ export class Reconciler {
       this.deps.metrics.restartsDeferred.inc();
       const at = new Date(this.now().getTime() + waitMs).toISOString();
       const message = `Restart deferred until ${at} (at most one per ${this.deps.minRestartIntervalMs / 1000} s): ${plan.changes.map(describeChange).join('; ')}`;
-      this.deps.logger.info({ statefulSet: key, until: at }, `StatefulSet ${key}: ${message}`);
-      await this.deps.events.record(eventSubject(plan.set), { type: 'Normal', reason: REASON_RESTARTS_DEFERRED, message, action: PATCH_ACTION });
+      this.deps.logger.info({ workload: key, until: at }, `${describeWorkload(key)}: ${message}`);
+      await this.deps.events.record(eventSubject(key, plan.set), { type: 'Normal', reason: REASON_RESTARTS_DEFERRED, message, action: PATCH_ACTION });
     }
     return { requeueAfterMs: waitMs };
   }
@@ -335,12 +344,12 @@ export class Reconciler {
     const current = set.spec?.template?.metadata?.annotations;
     const reason = patchReason(current, changes, plan.dialect);
     const ops = [
-      ...annotationPatch(set, desired, changes),
+      ...annotationPatch(splitWorkloadKey(key).kind, set, desired, changes),
       ...this.frozenOps(plan),
       ...this.digestOps(plan),
       ...workloadAnnotationOps(set.metadata?.annotations, LAST_RESTART_ANNOTATION, this.now().toISOString()),
     ];
-    let patched: V1StatefulSet;
+    let patched: Workload;
     try {
       patched = await this.patch(key, set, ops, 'the pod template annotations');
     } catch (err) {
@@ -356,25 +365,26 @@ export class Reconciler {
   }
 
   /** Every template write has its metrics, a log line and an Event naming the set and both versions. */
-  private async tellRestart(key: string, set: V1StatefulSet, patched: V1StatefulSet | undefined, reason: string, changes: AnnotationChange[], answerLost: boolean): Promise<void> {
+  private async tellRestart(key: string, set: Workload, patched: Workload | undefined, reason: string, changes: AnnotationChange[], answerLost: boolean): Promise<void> {
     const { deps } = this;
     const message = changes.map(describeChange).join('; ');
-    deps.metrics.patches.inc({ reason });
+    const workloadKind = splitWorkloadKey(key).kind;
+    deps.metrics.patches.inc({ reason, kind: workloadKind });
     if (reason === REASON_CONFIG_CHANGED) {
       const kinds = new Set(changes.filter((c) => c.from !== undefined && c.to !== undefined && c.kind).map((c) => c.kind));
-      for (const kind of kinds) if (kind) deps.metrics.restarts.inc({ kind });
+      for (const kind of kinds) if (kind) deps.metrics.restarts.inc({ kind, workload_kind: workloadKind });
     }
     deps.logger.info(
       {
-        statefulSet: key,
+        workload: key,
         reason,
         resourceVersion: (patched ?? set).metadata?.resourceVersion,
         changes: changes.map((c) => ({ kind: c.kind, name: c.name, key: c.key, from: c.from, to: c.to })),
         ...(answerLost ? { answerLost: true } : {}),
       },
-      `StatefulSet ${key} restarts: ${message}${answerLost ? " (the write's answer was lost; the set carries it)" : ''}`,
+      `${describeWorkload(key)} restarts: ${message}${answerLost ? " (the write's answer was lost; the set carries it)" : ''}`,
     );
-    await deps.events.record(eventSubject(set, patched), { type: 'Normal', reason, message, action: PATCH_ACTION });
+    await deps.events.record(eventSubject(key, set, patched), { type: 'Normal', reason, message, action: PATCH_ACTION });
   }
 
   private frozenOps(plan: Plan): Operation[] {
@@ -389,15 +399,17 @@ export class Reconciler {
 
   /** Only the frozen list or the digest records differ: a write of the set's own metadata, which rolls nothing. */
   private async writeFrozen(key: string, plan: Plan): Promise<ReconcileResult> {
+    // digest records alone are not worth a new generation; they ride along with the next write
+    if (plan.frozen === undefined && annotationWritesBumpGeneration(splitWorkloadKey(key).kind)) return {};
     const ops = [...this.frozenOps(plan), ...this.digestOps(plan)];
     if (ops.length === 0) return {};
     await this.patch(key, plan.set, [{ op: 'test', path: '/metadata/resourceVersion', value: plan.set.metadata?.resourceVersion ?? '' }, ...ops], 'the frozen references and data digests');
-    if (plan.frozen !== undefined) this.deps.logger.debug({ statefulSet: key, frozen: plan.frozen }, `StatefulSet ${key}: frozen references now ${plan.frozen ?? 'none'}`);
+    if (plan.frozen !== undefined) this.deps.logger.debug({ workload: key, frozen: plan.frozen }, `${describeWorkload(key)}: frozen references now ${plan.frozen ?? 'none'}`);
     return {};
   }
 
   /** Whether a reference of the template lacks a digest record that is right for its value (then one read makes it). */
-  private mayNeedRecords(set: V1StatefulSet, desired: DesiredAnnotation[], dialect: Dialect): boolean {
+  private mayNeedRecords(set: Workload, desired: DesiredAnnotation[], dialect: Dialect): boolean {
     if (!this.deps.data || !dialect.baselineDigests) return false;
     const records = parseDigestRecords(set.metadata?.annotations);
     const current = set.spec?.template?.metadata?.annotations ?? {};
@@ -445,7 +457,7 @@ export class Reconciler {
       currentKeyId = await data.currentKeyId();
     } catch (err) {
       // without the key every bump rolls, as before the data check: a change is never missed
-      this.deps.logger.warn({ statefulSet: key, err: errorText(err) }, `StatefulSet ${key}: no data digest key (${errorText(err)}); version bumps roll without a data check`);
+      this.deps.logger.warn({ workload: key, err: errorText(err) }, `${describeWorkload(key)}: no data digest key (${errorText(err)}); version bumps roll without a data check`);
       return plan;
     }
     this.keyId = currentKeyId;
@@ -453,7 +465,7 @@ export class Reconciler {
       try {
         return await data.read(d.kind, namespace, d.name, d.value);
       } catch (err) {
-        this.deps.logger.warn({ statefulSet: key, kind: d.kind, object: d.name, err: errorText(err) }, `StatefulSet ${key}: reading ${d.kind} ${d.name} for its data digest failed (${errorText(err)}); a bump rolls without a data check`);
+        this.deps.logger.warn({ workload: key, kind: d.kind, object: d.name, err: errorText(err) }, `${describeWorkload(key)}: reading ${d.kind} ${d.name} for its data digest failed (${errorText(err)}); a bump rolls without a data check`);
         return undefined;
       }
     };
@@ -479,8 +491,8 @@ export class Reconciler {
         const verdict = fresh ? judgeRead(stored, d.value, record, fresh, currentKeyId) : ({ kind: 'none' } as const);
         if (verdict.kind === 'same') {
           this.deps.logger.debug(
-            { statefulSet: key, kind: d.kind, object: d.name, from: stored, to: verdict.record.version },
-            `StatefulSet ${key}: ${d.kind} ${d.name} changed metadata only (${stored} → ${verdict.record.version}); no restart`,
+            { workload: key, kind: d.kind, object: d.name, from: stored, to: verdict.record.version },
+            `${describeWorkload(key)}: ${d.kind} ${d.name} changed metadata only (${stored} → ${verdict.record.version}); no restart`,
           );
           this.deps.metrics.metadataOnlyChanges.inc();
           desired.push({ ...d, value: stored });
@@ -517,7 +529,7 @@ export class Reconciler {
    * RESTART_REASON_ANNOTATION: the restart happened with that write. Removed first, then told,
    * so that a retry never tells it twice.
    */
-  private async explainAdmission(key: string, set: V1StatefulSet): Promise<ReconcileResult> {
+  private async explainAdmission(key: string, set: Workload): Promise<ReconcileResult> {
     const reason = set.metadata?.annotations?.[RESTART_REASON_ANNOTATION] ?? '';
     const ops: Operation[] = [
       { op: 'test', path: '/metadata/resourceVersion', value: set.metadata?.resourceVersion ?? '' },
@@ -525,36 +537,57 @@ export class Reconciler {
     ];
     const patched = await this.patch(key, set, ops, 'the restart reason');
     const message = `${reason} (applied at admission, with the owner's change to the template)`;
-    this.deps.metrics.patches.inc({ reason: REASON_CONFIG_CHANGED });
-    for (const kind of kindsIn(reason)) this.deps.metrics.restarts.inc({ kind });
-    this.deps.logger.info({ statefulSet: key, reason: REASON_CONFIG_CHANGED, admission: true }, `StatefulSet ${key} restarted: ${message}`);
-    await this.deps.events.record(eventSubject(set, patched), { type: 'Normal', reason: REASON_CONFIG_CHANGED, message, action: PATCH_ACTION });
+    const workloadKind = splitWorkloadKey(key).kind;
+    this.deps.metrics.patches.inc({ reason: REASON_CONFIG_CHANGED, kind: workloadKind });
+    for (const kind of kindsIn(reason)) this.deps.metrics.restarts.inc({ kind, workload_kind: workloadKind });
+    this.deps.logger.info({ workload: key, reason: REASON_CONFIG_CHANGED, admission: true }, `${describeWorkload(key)} restarted: ${message}`);
+    await this.deps.events.record(eventSubject(key, set, patched), { type: 'Normal', reason: REASON_CONFIG_CHANGED, message, action: PATCH_ACTION });
     // the set is queued again by its own watch event: its other annotations are looked at then
     return {};
   }
 
-  private async patch(key: string, set: V1StatefulSet, ops: Operation[], what: string): Promise<V1StatefulSet> {
-    const { namespace, name } = splitObjectKey(key);
+  /**
+   * A Deployment or DaemonSet that asks for a StatefulSet-only feature gets a Warning that says
+   * so, once per object and request (its annotations and their values): a resync, a status write
+   * or a rollout tells nothing again; a changed request, or a new leader, tells it once more.
+   */
+  private async tellUnsupported(key: string, kind: WorkloadKind, set: Workload): Promise<void> {
+    const requests = unsupportedFeatures(kind, set.metadata?.annotations);
+    if (requests.length === 0) {
+      this.toldUnsupported.delete(key);
+      return;
+    }
+    const asked = Object.fromEntries(requests.flatMap((r) => r.annotations).map((k) => [k, set.metadata?.annotations?.[k]]));
+    const told = JSON.stringify([set.metadata?.uid, asked]);
+    if (this.toldUnsupported.get(key) === told) return;
+    this.toldUnsupported.set(key, told);
+    const message = unsupportedMessage(kind, requests);
+    this.deps.logger.warn({ workload: key, features: requests.map((r) => r.feature) }, `${describeWorkload(key)}: ${message}`);
+    await this.deps.events.record(eventSubject(key, set), { type: 'Warning', reason: REASON_UNSUPPORTED_FOR_KIND, message, action: 'Ignore' });
+  }
+
+  private async patch(key: string, set: Workload, ops: Operation[], what: string): Promise<Workload> {
+    const { kind, namespace, name } = splitWorkloadKey(key);
     try {
-      return await this.deps.patchStatefulSet(namespace, name, ops);
+      return await this.deps.patchWorkload(kind, namespace, name, ops);
     } catch (err) {
       const denied = policyDenial(err);
-      if (denied) await this.deps.events.record(eventSubject(set), { type: 'Warning', reason: REASON_WRITE_DENIED, message: denied, action: PATCH_ACTION });
+      if (denied) await this.deps.events.record(eventSubject(key, set), { type: 'Warning', reason: REASON_WRITE_DENIED, message: denied, action: PATCH_ACTION });
       if (isConflict(err)) {
         throw new ConflictError(
-          `StatefulSet ${key} changed since resourceVersion ${set.metadata?.resourceVersion} (HTTP ${statusCode(err)}); will retry from the newer version`,
+          `${describeWorkload(key)} changed since resourceVersion ${set.metadata?.resourceVersion} (HTTP ${statusCode(err)}); will retry from the newer version`,
           { cause: err },
         );
       }
-      throw new Error(`patching ${what} of StatefulSet ${key}: ${errorText(err)}`, { cause: err });
+      throw new Error(`patching ${what} of ${describeWorkload(key)}: ${errorText(err)}`, { cause: err });
     }
   }
 }
 
-function eventSubject(set: V1StatefulSet, patched?: V1StatefulSet): EventSubject {
+function eventSubject(key: string, set: Workload, patched?: Workload): EventSubject {
   return {
     apiVersion: 'apps/v1',
-    kind: 'StatefulSet',
+    kind: splitWorkloadKey(key).kind,
     namespace: set.metadata?.namespace ?? '',
     name: set.metadata?.name ?? '',
     uid: set.metadata?.uid ?? '',

@@ -5,8 +5,9 @@ function objectId(kind: ObjectKind, namespace: string, name: string): string {
 }
 
 /**
- * Which StatefulSets reference each ConfigMap and Secret: (kind, namespace, name) to the keys
- * of the sets, so a change to one object wakes only the sets that use it.
+ * Which workloads reference each ConfigMap and Secret: (kind, namespace, name) to the keys of
+ * the workloads (`Kind/namespace/name`, one index across StatefulSets, Deployments and
+ * DaemonSets), so a change to one object wakes only the workloads that use it.
  */
 export class ReverseIndex {
   private readonly referrers = new Map<string, Set<string>>();

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { AppsV1Api, CoreV1Api, KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, KubeConfig, type V1DaemonSet, type V1Deployment, type V1StatefulSet } from '@kubernetes/client-node';
 import { inject, onTestFailed } from 'vitest';
 
 export interface TestCluster {
@@ -50,6 +50,46 @@ export function statefulSet(
     spec: {
       replicas: opts.replicas ?? 3,
       serviceName: name,
+      selector: { matchLabels: selector },
+      template: {
+        metadata: { labels: selector },
+        spec: { containers: [{ name: 'app', image: opts.image ?? 'registry.example/app:1' }] },
+      },
+    },
+  };
+}
+
+export function deployment(
+  name: string,
+  opts: { replicas?: number; labels?: Record<string, string>; annotations?: Record<string, string>; image?: string } = {},
+): V1Deployment {
+  const selector = { app: name };
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name, labels: opts.labels, annotations: opts.annotations },
+    spec: {
+      replicas: opts.replicas ?? 2,
+      selector: { matchLabels: selector },
+      template: {
+        metadata: { labels: selector },
+        spec: { containers: [{ name: 'app', image: opts.image ?? 'registry.example/app:1' }] },
+      },
+    },
+  };
+}
+
+/** A DaemonSet: one pod per Node; the fake kubelet registers one Node and binds the pods the controller pins to it. */
+export function daemonSet(
+  name: string,
+  opts: { labels?: Record<string, string>; annotations?: Record<string, string>; image?: string } = {},
+): V1DaemonSet {
+  const selector = { app: name };
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'DaemonSet',
+    metadata: { name, labels: opts.labels, annotations: opts.annotations },
+    spec: {
       selector: { matchLabels: selector },
       template: {
         metadata: { labels: selector },

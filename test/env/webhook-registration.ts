@@ -3,7 +3,7 @@ import { registerWebhook as registerDevWebhook, type WebhookRegistration } from 
 
 export type { WebhookRegistration };
 
-/** rollguard's webhook by URL on loopback for the StatefulSets of one namespace. */
+/** rollguard's webhook by URL on loopback for the labelled workloads (StatefulSets, Deployments, DaemonSets) of one namespace. */
 export function registerWebhook(
   kc: KubeConfig,
   opts: { name: string; port: number; namespace: string; failurePolicy?: 'Ignore' | 'Fail'; timeoutSeconds?: number; compat?: 'stackable' },

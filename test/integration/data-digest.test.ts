@@ -205,7 +205,7 @@ describe('a rollout means the data the pods read changed', () => {
     await waitUntil('the restarted replica leads', async () => ((await again.status()) as { leader: { leader: boolean } }).leader.leader || 'not yet');
     await idle(again);
     const metrics = await (await fetch(`${again.adminUrl}/metrics`)).text();
-    expect(metrics.split('\n').filter((l) => l.startsWith('rollguard_statefulset_patches_total{'))).toEqual([]);
+    expect(metrics.split('\n').filter((l) => l.startsWith('rollguard_template_patches_total{'))).toEqual([]);
     expect((await read(ns, 'web')).metadata?.resourceVersion).toBe(before.metadata?.resourceVersion);
   });
 

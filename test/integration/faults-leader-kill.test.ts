@@ -65,7 +65,7 @@ describe('SIGKILL of the leader during a burst of changes', () => {
 
   async function idle(proc: RollguardProcess): Promise<void> {
     await waitUntil(`${proc.name} idle after its first pass`, async () => {
-      const passed = proc.logLines().some((l) => l.msg === 'caches synced; reconciling every StatefulSet');
+      const passed = proc.logLines().some((l) => l.msg === 'caches synced; reconciling every labelled StatefulSet, Deployment and DaemonSet');
       const s = await status(proc);
       return (passed && s.reconcile.queued === 0 && s.reconcile.in_flight === 0) || `first pass: ${passed}, ${JSON.stringify(s.reconcile)}`;
       // a set's own patch wakes it again at the end of a debounce window

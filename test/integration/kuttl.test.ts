@@ -47,6 +47,7 @@ describe('kuttl cases', () => {
     expect(summary).toMatch(/PASS: kuttl\/harness\/webhook-annotates-at-creation/);
     expect(summary).toMatch(/PASS: kuttl\/harness\/configmap-change-rolls/);
     expect(summary).toMatch(/PASS: kuttl\/harness\/created-before-configmap/);
+    expect(summary).toMatch(/PASS: kuttl\/harness\/deployment-rolled-once/);
     expect(summary).toMatch(/PASS: kuttl\/harness\/stackable-created-after-configmaps/);
     expect(summary).toMatch(/PASS: kuttl\/harness\/stackable-created-before-configmaps/);
   }, KUTTL_TIMEOUT_MS + 10_000);

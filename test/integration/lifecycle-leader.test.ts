@@ -124,7 +124,7 @@ describe('two replicas and one leader', () => {
 
   async function idleAfterFirstPass(proc: RollguardProcess): Promise<void> {
     await waitUntil(`${proc.name} through its first pass over every set`, async () => {
-      const passed = proc.logLines().some((l) => l.msg === 'caches synced; reconciling every StatefulSet');
+      const passed = proc.logLines().some((l) => l.msg === 'caches synced; reconciling every labelled StatefulSet, Deployment and DaemonSet');
       const s = await status(proc);
       return (passed && s.reconcile.queued === 0 && s.reconcile.in_flight === 0) || `first pass logged: ${passed}, ${JSON.stringify(s.reconcile)}`;
     });
@@ -173,7 +173,7 @@ describe('two replicas and one leader', () => {
     expect(patchLogs(leader).length).toBeGreaterThanOrEqual(SETS.length);
     expect(patchLogs(follower)).toEqual([]);
     expect(follower.logLines().some((l) => l.msg === 'leader election: became leader')).toBe(false);
-    expect(follower.logLines().some((l) => l.msg === 'caches synced; reconciling every StatefulSet')).toBe(false);
+    expect(follower.logLines().some((l) => l.msg === 'caches synced; reconciling every labelled StatefulSet, Deployment and DaemonSet')).toBe(false);
   });
 
   it('hands over at once when the leader stops, missing no change and patching none twice', async () => {

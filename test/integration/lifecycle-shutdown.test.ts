@@ -247,7 +247,7 @@ describe('shutdown of one replica', () => {
   async function idle(proc: RollguardProcess): Promise<void> {
     await waitUntil(`${proc.name} to lead, through its first pass`, async () => {
       const s = await status(proc);
-      const passed = proc.logLines().some((l) => l.msg === 'caches synced; reconciling every StatefulSet');
+      const passed = proc.logLines().some((l) => l.msg === 'caches synced; reconciling every labelled StatefulSet, Deployment and DaemonSet');
       return (s.leader.leader && passed && s.reconcile.queued === 0 && s.reconcile.in_flight === 0) || JSON.stringify({ passed, ...s.reconcile });
     });
   }

@@ -254,6 +254,8 @@ describe('deploy manifests', () => {
       ['', 'configmaps', ['get', 'list', 'watch']],
       ['', 'secrets', ['get', 'list', 'watch']],
       ['apps', 'statefulsets', ['list', 'watch', 'patch']],
+      ['apps', 'deployments', ['list', 'watch', 'patch']],
+      ['apps', 'daemonsets', ['list', 'watch', 'patch']],
       ['', 'pods', ['list', 'watch', 'delete']],
       ['', 'events', ['create', 'patch']],
       ['', 'services', ['get']],
@@ -283,7 +285,7 @@ describe('deploy manifests', () => {
     expect(allows(ownRules, '', 'secrets', 'update', config.tlsSecret), 'the TLS Secret only with self-managed TLS').toBe(config.tlsCertFile === '');
   });
 
-  it('kustomize base: the webhook takes CREATE and UPDATE of opted-in StatefulSets, fails open, and skips rollguard-system', () => {
+  it('kustomize base: the webhook takes CREATE and UPDATE of opted-in StatefulSets, Deployments and DaemonSets, fails open, and skips rollguard-system', () => {
     const objects = objectsOf('kustomize base');
     const mwc = only<V1MutatingWebhookConfiguration>(objects, 'MutatingWebhookConfiguration');
     const config = rollguardConfig(only<V1Deployment>(objects, 'Deployment'));
@@ -297,7 +299,7 @@ describe('deploy manifests', () => {
       { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: [OWN_NAMESPACE] },
     ]);
     expect(hook.rules).toEqual([
-      expect.objectContaining({ apiGroups: ['apps'], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['statefulsets'] }),
+      expect.objectContaining({ apiGroups: ['apps'], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['statefulsets', 'deployments', 'daemonsets'] }),
     ]);
     expect(hook.sideEffects).toBe('None');
     expect(hook.reinvocationPolicy).toBe('IfNeeded');
@@ -471,7 +473,7 @@ describe('deploy manifests', () => {
       const config = rollguardConfig(deploy);
       const account = `system:serviceaccount:${deploy.metadata!.namespace}:${deploy.spec!.template.spec!.serviceAccountName}`;
       const policies = objects.filter((o) => o.kind === 'ValidatingAdmissionPolicy') as V1ValidatingAdmissionPolicy[];
-      expect(policies.length).toBe(5);
+      expect(policies.map((p) => p.metadata!.name!.replace(/^.*-fence-/, '')).sort()).toEqual(['deployments-daemonsets', 'pod-deletes', 'pods', 'statefulsets', 'webhook-ca', 'writes']);
       for (const policy of policies) {
         expect(policy.spec!.matchConditions, policy.metadata!.name).toEqual([
           { name: 'rollguard-service-account', expression: `request.userInfo.username == '${account}'` },

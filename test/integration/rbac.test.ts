@@ -15,7 +15,7 @@ import {
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { controlPlaneBinaries, kubeconfig } from '../../src/dev/control-plane.js';
-import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
+import { createNamespace, daemonSet, deployment, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
 import { FakeKubelet } from '../../src/dev/fake-kubelet.js';
 import { startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
 import { waitFor, waitUntil } from '../env/wait.js';
@@ -212,7 +212,7 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
         webhooks: enabledLabels(mode.compat ?? '').map((label) => ({
           name: webhookEntryName(label),
           clientConfig: { url: `https://127.0.0.1:${rollguard!.webhookPort}/mutate` },
-          rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: ['statefulsets'] }],
+          rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: label === ENABLED_LABEL ? ['statefulsets', 'deployments', 'daemonsets'] : ['statefulsets'] }],
           objectSelector: { matchLabels: { [label]: 'true' } },
           namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': workloads } },
           failurePolicy: 'Ignore',
@@ -242,11 +242,22 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
     const set = statefulSet('web', { replicas: 1, labels: { [ENABLED_LABEL]: 'true' } });
     set.spec!.template.spec!.containers[0]!.envFrom = [{ configMapRef: { name: 'cfg' } }, { secretRef: { name: 'sec' } }];
     await apps.createNamespacedStatefulSet({ namespace: workloads, body: set });
+    // the same for the other kinds: list, watch and patch of Deployments and DaemonSets
+    const web = deployment('web', { replicas: 1, labels: { [ENABLED_LABEL]: 'true' } });
+    web.spec!.template.spec!.containers[0]!.envFrom = [{ configMapRef: { name: 'cfg' } }];
+    await apps.createNamespacedDeployment({ namespace: workloads, body: web });
+    const agent = daemonSet('agent', { labels: { [ENABLED_LABEL]: 'true' } });
+    agent.spec!.template.spec!.containers[0]!.envFrom = [{ configMapRef: { name: 'cfg' } }];
+    await apps.createNamespacedDaemonSet({ namespace: workloads, body: agent });
     // the reconcile path: a change, a patch and an Event
     await core.patchNamespacedConfigMap({ name: 'cfg', namespace: workloads, body: [{ op: 'replace', path: '/data/a', value: '2' }] });
-    await waitFor('the ConfigMap change to roll web', async () => {
-      const s = await apps.readNamespacedStatefulSet({ name: 'web', namespace: workloads });
-      return (s.metadata?.generation ?? 0) >= 2 ? true : undefined;
+    await waitFor('the ConfigMap change to roll web, its Deployment and the DaemonSet', async () => {
+      const generations = [
+        (await apps.readNamespacedStatefulSet({ name: 'web', namespace: workloads })).metadata?.generation ?? 0,
+        (await apps.readNamespacedDeployment({ name: 'web', namespace: workloads })).metadata?.generation ?? 0,
+        (await apps.readNamespacedDaemonSet({ name: 'agent', namespace: workloads })).metadata?.generation ?? 0,
+      ];
+      return generations.every((g) => g >= 2) ? true : undefined;
     });
     await waitUntil('a ConfigChanged Event', async () => {
       const events = await core.listNamespacedEvent({ namespace: workloads });
@@ -358,6 +369,8 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
     printControlPlaneLogsOnFailure();
     const set = { name: 'web', namespace: workloads };
     const patchSet = (ops: object[]) => () => sa.apps.patchNamespacedStatefulSet({ ...set, body: ops });
+    const patchDeployment = (ops: object[]) => () => sa.apps.patchNamespacedDeployment({ ...set, body: ops });
+    const patchDaemonSet = (ops: object[]) => () => sa.apps.patchNamespacedDaemonSet({ name: 'agent', namespace: workloads, body: ops });
     await apps.createNamespacedStatefulSet({ namespace: workloads, body: statefulSet('plain', { replicas: 1 }) });
     await core.createNamespacedPod({
       namespace: workloads,
@@ -373,6 +386,12 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
       ['scale the set', fencePolicy('statefulsets'), 'this write changes spec.replicas', patchSet([{ op: 'replace', path: '/spec/replicas', value: 5 }])],
       ["rewrite the user's health URL", fencePolicy('statefulsets'), 'this write changes rollguard.io/health-url', patchSet([{ op: 'add', path: '/metadata/annotations', value: { 'rollguard.io/health-url': 'http://169.254.169.254/' } }])],
       ['add a foreign template annotation', fencePolicy('statefulsets'), 'this write changes example.com/x', patchSet([{ op: 'add', path: '/spec/template/metadata/annotations/example.com~1x', value: '1' }])],
+      ['patch the image of a Deployment', fencePolicy('deployments-daemonsets'), 'this write changes spec.template.spec', patchDeployment([{ op: 'replace', path: '/spec/template/spec/containers/0/image', value: 'evil.example/x:1' }])],
+      ['scale a Deployment', fencePolicy('deployments-daemonsets'), 'this write changes spec.replicas', patchDeployment([{ op: 'replace', path: '/spec/replicas', value: 5 }])],
+      ['pause a Deployment', fencePolicy('deployments-daemonsets'), 'this write changes spec.paused', patchDeployment([{ op: 'add', path: '/spec/paused', value: true }])],
+      ["change a DaemonSet's update strategy", fencePolicy('deployments-daemonsets'), 'this write changes spec.updateStrategy', patchDaemonSet([{ op: 'replace', path: '/spec/updateStrategy', value: { type: 'OnDelete' } }])],
+      ['write a partition-step annotation on a DaemonSet', fencePolicy('deployments-daemonsets'), 'this write changes rollguard.io/last-step-at', patchDaemonSet([{ op: 'add', path: '/metadata/annotations/rollguard.io~1last-step-at', value: '2026-12-01T00:00:00Z' }])],
+      ['add a foreign template annotation to a DaemonSet', fencePolicy('deployments-daemonsets'), 'this write changes example.com/x', patchDaemonSet([{ op: 'add', path: '/spec/template/metadata/annotations/example.com~1x', value: '1' }])],
       ['delete a pod of a set that did not opt in', fencePolicy('pod-deletes'), 'plain-0 belongs to plain', () => sa.core.deleteNamespacedPod({ name: 'plain-0', namespace: workloads })],
       ['delete a pod no StatefulSet owns', fencePolicy('writes'), 'loose has no such owner', () => sa.core.deleteNamespacedPod({ name: 'loose', namespace: workloads })],
       ['annotate a pod of a set that did not opt in', fencePolicy('pod-deletes'), 'plain-0 belongs to plain', () =>
@@ -410,6 +429,9 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
     // the denials left everything as it was
     const web = await apps.readNamespacedStatefulSet(set);
     expect(web.spec!.template.spec!.containers.map((c) => c.image)).toEqual(['registry.example/app:1']);
+    const webDeployment = await apps.readNamespacedDeployment(set);
+    expect([webDeployment.spec!.replicas, webDeployment.spec!.paused, webDeployment.spec!.template.spec!.containers[0]!.image]).toEqual([1, undefined, 'registry.example/app:1']);
+    expect((await apps.readNamespacedDaemonSet({ name: 'agent', namespace: workloads })).spec!.updateStrategy?.type).toBe('RollingUpdate');
     expect(await core.readNamespacedPod({ name: 'loose', namespace: workloads })).toBeDefined();
   });
 });

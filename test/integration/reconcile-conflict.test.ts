@@ -50,13 +50,13 @@ describe('restarter and a concurrent owner write', () => {
 
     const recorded: { subject: EventSubject; spec: EventSpec }[] = [];
     const reconciler = new Reconciler({
-      statefulSet: () => cached,
+      workload: () => cached,
       lookup: (kind, _ns, name) => (kind === 'ConfigMap' && name === 'cfg' ? version : undefined),
       cachesSynced: () => true,
       cacheProgress: () => '',
       readFresh: async () => ({ version, revision: '' }),
       minRestartIntervalMs: 0,
-      patchStatefulSet: (ns, name, ops) => apps.patchNamespacedStatefulSet({ name, namespace: ns, body: ops }),
+      patchWorkload: (_kind, ns, name, ops) => apps.patchNamespacedStatefulSet({ name, namespace: ns, body: ops }),
       events: { record: async (subject, spec) => void recorded.push({ subject, spec }) },
       restartLimiter: { take: async () => {} },
       logger,
@@ -64,7 +64,7 @@ describe('restarter and a concurrent owner write', () => {
     });
     const signal = new AbortController().signal;
 
-    const err = await reconciler.reconcile(`${namespace}/stale`, signal).catch((e: unknown) => e);
+    const err = await reconciler.reconcile(`StatefulSet/${namespace}/stale`, signal).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConflictError);
     expect((err as ConflictError).message).toContain(`StatefulSet ${namespace}/stale changed since resourceVersion ${cached.metadata!.resourceVersion}`);
     expect((await read('stale')).spec!.template.metadata?.annotations?.[annotationKey('ConfigMap', 'cfg')]).toBeUndefined();
@@ -75,7 +75,7 @@ describe('restarter and a concurrent owner write', () => {
     let result: unknown;
     for (let attempt = 0; attempt < 10 && result === undefined; attempt++) {
       cached = await read('stale');
-      result = await reconciler.reconcile(`${namespace}/stale`, signal).catch((e: unknown) => {
+      result = await reconciler.reconcile(`StatefulSet/${namespace}/stale`, signal).catch((e: unknown) => {
         if (e instanceof ConflictError) return undefined;
         throw e;
       });

@@ -3,6 +3,7 @@ import jsonpatch from 'fast-json-patch';
 import type { Operation } from 'fast-json-patch';
 import type { V1StatefulSet } from '@kubernetes/client-node';
 import { admit, type AdmissionDeps } from '../../src/admission/admit.js';
+import { dialectFor, STACKABLE_ENABLED_LABEL } from '../../src/compat/stackable.js';
 import type { Mutator as TemplateMutator } from '../../src/admission/mutators.js';
 import { admissionResponseFor, type AdmissionRequest, type AdmissionReview } from '../../src/admission/review.js';
 import {
@@ -48,6 +49,17 @@ function statefulSet(template: Record<string, unknown>, metadata: Record<string,
       },
     },
   };
+}
+
+/** The same pod template in a Deployment's shape and in a DaemonSet's: the template sits at spec.template in each. */
+function deployment(template: Record<string, unknown>, metadata: Record<string, unknown> = {}): Record<string, unknown> {
+  const { serviceName: _serviceName, ...spec } = statefulSet(template, metadata).spec as Record<string, unknown>;
+  return { ...statefulSet(template, metadata), kind: 'Deployment', spec: { ...spec, strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1 } } } };
+}
+
+function daemonSet(template: Record<string, unknown>, metadata: Record<string, unknown> = {}): Record<string, unknown> {
+  const { serviceName: _serviceName, replicas: _replicas, ...spec } = statefulSet(template, metadata).spec as Record<string, unknown>;
+  return { ...statefulSet(template, metadata), kind: 'DaemonSet', spec: { ...spec, updateStrategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 1 } } } };
 }
 
 function review(object: unknown, request: Partial<AdmissionRequest> = {}): AdmissionReview {
@@ -207,7 +219,8 @@ describe('admit: allowed without a patch', () => {
     { name: 'UPDATE already carrying the right annotations', review: review(statefulSet({ metadata: { annotations: upToDate } }), { operation: 'UPDATE' }) },
     { name: 'template without references and without rollguard annotations', review: review(plainTemplate) },
     { name: 'caches not synced', review: review(statefulSet({})), deps: { cachesSynced: false, lookup } },
-    { name: 'a Deployment', review: review(statefulSet({}), { kind: { group: 'apps', version: 'v1', kind: 'Deployment' } }) },
+    { name: 'a ReplicaSet (its Deployment carries the template)', review: review(statefulSet({}), { kind: { group: 'apps', version: 'v1', kind: 'ReplicaSet' } }) },
+    { name: 'a Deployment of another group', review: review(deployment({}), { kind: { group: 'example.com', version: 'v1', kind: 'Deployment' } }) },
     { name: 'a StatefulSet of another group', review: review(statefulSet({}), { kind: { group: 'example.com', version: 'v1', kind: 'StatefulSet' } }) },
     { name: 'apps/v1beta2', review: review(statefulSet({}), { kind: { group: 'apps', version: 'v1beta2', kind: 'StatefulSet' } }) },
     { name: 'DELETE', review: review(null, { operation: 'DELETE', oldObject: statefulSet({}) }) },
@@ -254,8 +267,44 @@ describe('admit: mutators', () => {
     let calls = 0;
     const mutators: TemplateMutator[] = [() => (calls++, [partition])];
     admit(review(statefulSet({})), { cachesSynced: false, lookup, mutators });
-    admit(review(statefulSet({}), { kind: { group: 'apps', version: 'v1', kind: 'Deployment' } }), { ...synced, mutators });
+    admit(review(statefulSet({}), { kind: { group: 'apps', version: 'v1', kind: 'ReplicaSet' } }), { ...synced, mutators });
     expect(calls).toBe(0);
+  });
+});
+
+describe('admit: Deployments and DaemonSets get the same annotations', () => {
+  const kinds = [
+    { kind: 'Deployment', resource: 'deployments', shape: deployment },
+    { kind: 'DaemonSet', resource: 'daemonsets', shape: daemonSet },
+  ];
+  const as = (kind: string, resource: string, object: unknown, request: Partial<AdmissionRequest> = {}): AdmissionReview =>
+    review(object, { kind: { group: 'apps', version: 'v1', kind }, resource: { group: 'apps', version: 'v1', resource }, ...request });
+
+  it.each(kinds)('$kind: CREATE is patched to the versions the caches know, as a StatefulSet is', ({ kind, resource, shape }) => {
+    const object = shape({});
+    expect(patched(object, admit(as(kind, resource, object), synced)).spec?.template.metadata?.annotations).toEqual(upToDate);
+    expect(patchOf(admit(as(kind, resource, object), synced))).toEqual(patchOf(admit(review(statefulSet({})), synced)));
+  });
+
+  it.each(kinds)('$kind: an UPDATE with the template unchanged keeps the old values', ({ kind, resource, shape }) => {
+    const old = shape({ metadata: { annotations: { team: 'a', [configKey]: 'cm-uid/5', [tlsKey]: 'tls-uid/22' } } });
+    // the owner's re-apply, without rollguard's annotations
+    const object = shape({ metadata: { annotations: { team: 'a' } } });
+    const answer = admit(as(kind, resource, object, { operation: 'UPDATE', oldObject: old }), synced);
+    expect(patched(object, answer).spec?.template.metadata?.annotations).toEqual({ team: 'a', [configKey]: 'cm-uid/5', [tlsKey]: 'tls-uid/22' });
+  });
+
+  it.each(kinds)('$kind with both labels under --compat stackable: rollguard\'s keys (Stackable\'s restarter is for StatefulSets)', ({ kind, resource, shape }) => {
+    const object = shape({}, { labels: { 'rollguard.io/enabled': 'true', [STACKABLE_ENABLED_LABEL]: 'true' } });
+    const deps: AdmissionDeps = { ...synced, dialectOf: (labels) => dialectFor(labels, 'stackable') };
+    expect(patched(object, admit(as(kind, resource, object), deps)).spec?.template.metadata?.annotations).toEqual(upToDate);
+    const set = statefulSet({}, { labels: { [STACKABLE_ENABLED_LABEL]: 'true' } });
+    expect(Object.keys(patched(set, admit(review(set), deps)).spec?.template.metadata?.annotations ?? {}).every((k) => k.includes('restarter.stackable.tech/'))).toBe(true);
+  });
+
+  it.each(kinds)('$kind: opt-outs on the workload hold', ({ kind, resource, shape }) => {
+    const object = shape({}, { annotations: { [IGNORE_SECRETS_ANNOTATION]: 'db-tls' } });
+    expect(patched(object, admit(as(kind, resource, object), synced)).spec?.template.metadata?.annotations).toEqual({ [configKey]: 'cm-uid/11' });
   });
 });
 

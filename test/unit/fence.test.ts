@@ -14,11 +14,23 @@ const read = (file: string): string => fs.readFileSync(new URL(`../../${file}`, 
 const BASE = 'deploy/base/admission-policy.yaml';
 const CHART = 'deploy/helm/rollguard/templates/admission-policy.yaml';
 
-/** The names in the policy's one list of set annotations rollguard writes. */
+/** The names in each policy's list of workload annotations rollguard writes, by policy (the name after `-fence-`). */
+function setAnnotationLists(file: string): Map<string, string[]> {
+  const lists = new Map<string, string[]>();
+  for (const policy of read(file).split('\n---\n')) {
+    const name = /kind: ValidatingAdmissionPolicy\nmetadata:\n\s+name: .*-fence-(\S+)/.exec(policy)?.[1];
+    const block = /- name: setAnnotations\n\s+expression: \|\n\s+\[\n([\s\S]*?)\n\s+\]/.exec(policy)?.[1];
+    if (name === undefined || block === undefined) continue;
+    lists.set(name, block.split('\n').map((line) => /^\s*'([^']+)',$/.exec(line)?.[1] ?? `unreadable line ${JSON.stringify(line)}`));
+  }
+  return lists;
+}
+
+/** The StatefulSet policy's list. */
 function setAnnotations(file: string): string[] {
-  const block = /- name: setAnnotations\n\s+expression: \|\n\s+\[\n([\s\S]*?)\n\s+\]/.exec(read(file))?.[1];
-  if (block === undefined) throw new Error(`${file}: no setAnnotations list`);
-  return block.split('\n').map((line) => /^\s*'([^']+)',$/.exec(line)?.[1] ?? `unreadable line ${JSON.stringify(line)}`);
+  const list = setAnnotationLists(file).get('statefulsets');
+  if (list === undefined) throw new Error(`${file}: no setAnnotations list in the StatefulSet policy`);
+  return list;
 }
 
 // The fence's list of StatefulSet annotations rollguard may write is one list, one name a line,
@@ -28,6 +40,20 @@ function setAnnotations(file: string): string[] {
 describe('the fence (deploy/base/admission-policy.yaml)', () => {
   it('lets rollguard write every StatefulSet annotation it writes, and no other', () => {
     expect(setAnnotations(BASE)).toEqual([LAST_STEP_ANNOTATION, LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION, DIGESTS_ANNOTATION, HANDOVER_STATE_ANNOTATION]);
+  });
+
+  it('lets rollguard write the same annotations on Deployments and DaemonSets, but for the partition step\'s', () => {
+    const lists = setAnnotationLists(BASE);
+    expect([...lists.keys()]).toEqual(['statefulsets', 'deployments-daemonsets']);
+    expect(lists.get('deployments-daemonsets')).toEqual([LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION, DIGESTS_ANNOTATION]);
+    expect(setAnnotationLists(CHART)).toEqual(lists);
+  });
+
+  it('fences the updates of every kind the restarter patches, and no policy forgets the template prefixes', () => {
+    const base = read(BASE);
+    expect(base).toContain('resources: [statefulsets]');
+    expect(base).toContain('resources: [deployments, daemonsets]');
+    expect(base.match(/- name: templateAnnotationPrefixes/g)).toHaveLength(2);
   });
 
   it('carries the same list in the Helm chart and in README', () => {

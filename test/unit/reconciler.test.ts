@@ -42,7 +42,7 @@ describe('annotationPatch', () => {
     const current = set({ keep: 'me', [CM]: 'u1/5', [annotationKey('Secret', 'gone')]: 'u7/1' });
     const desired = desiredAnnotations(current, lookup);
     const changes = annotationChanges(current.spec!.template.metadata!.annotations, desired);
-    const ops = annotationPatch(current, desired, changes);
+    const ops = annotationPatch('StatefulSet', current, desired, changes);
     expect(ops).toEqual([
       { op: 'test', path: '/metadata/resourceVersion', value: '100' },
       { op: 'replace', path: '/spec/template/metadata/annotations/configmap.rollguard.io~1app', value: 'u1/9' },
@@ -56,10 +56,10 @@ describe('annotationPatch', () => {
   it('adds the whole map when the template has no annotations, or no metadata', () => {
     const bare = set(undefined);
     const desired = desiredAnnotations(bare, lookup);
-    const ops = annotationPatch(bare, desired, annotationChanges(undefined, desired));
+    const ops = annotationPatch('StatefulSet', bare, desired, annotationChanges(undefined, desired));
     expect(ops[1]).toEqual({ op: 'add', path: '/spec/template/metadata/annotations', value: { [CM]: 'u1/9', [SECRET]: 'absent' } });
     delete bare.spec!.template.metadata;
-    expect(annotationPatch(bare, desired, annotationChanges(undefined, desired))[1]).toEqual({
+    expect(annotationPatch('StatefulSet', bare, desired, annotationChanges(undefined, desired))[1]).toEqual({
       op: 'add',
       path: '/spec/template/metadata',
       value: { annotations: { [CM]: 'u1/9', [SECRET]: 'absent' } },
@@ -69,7 +69,7 @@ describe('annotationPatch', () => {
   it('refuses a set without a resourceVersion, naming it', () => {
     const s = set({});
     delete s.metadata!.resourceVersion;
-    expect(() => annotationPatch(s, [], [])).toThrow('StatefulSet ns/web has no metadata.resourceVersion to patch against');
+    expect(() => annotationPatch('StatefulSet', s, [], [])).toThrow('StatefulSet ns/web has no metadata.resourceVersion to patch against');
   });
 });
 
@@ -111,13 +111,14 @@ describe('Reconciler', () => {
     data?: ReconcilerDeps['data'];
   }) {
     const patches: Operation[][] = [];
+    const patchedKinds: string[] = [];
     const events: string[] = [];
     let tokens = 0;
     let freshReads = 0;
     let clock = opts.now ?? new Date('2026-12-01T10:00:00Z');
     const metrics = createMetrics(new Registry());
     const deps: ReconcilerDeps = {
-      statefulSet: () => opts.cached,
+      workload: () => opts.cached,
       lookup: (kind, _ns, name) => opts.versions?.[`${kind}/${name}`],
       cachesSynced: () => opts.synced ?? true,
       cacheProgress: () => opts.progress ?? '1000',
@@ -127,9 +128,10 @@ describe('Reconciler', () => {
       },
       minRestartIntervalMs: opts.minRestartIntervalMs ?? 0,
       now: () => clock,
-      patchStatefulSet: async (_ns, _name, ops) => {
+      patchWorkload: async (kind, _ns, _name, ops) => {
         if (opts.patchError) throw opts.patchError;
         patches.push(ops);
+        patchedKinds.push(kind);
         return { metadata: { ...opts.cached!.metadata, resourceVersion: '101' } };
       },
       events: { record: async (subject, spec) => void events.push(`${subject.kind} ${subject.namespace}/${subject.name}@${subject.resourceVersion} ${spec.type} ${spec.reason}: ${spec.message}`) },
@@ -141,6 +143,7 @@ describe('Reconciler', () => {
     return {
       reconciler: new Reconciler(deps),
       patches,
+      patchedKinds,
       events,
       tokens: () => tokens,
       freshReads: () => freshReads,
@@ -153,34 +156,74 @@ describe('Reconciler', () => {
   const signal = new AbortController().signal;
   const versions = { 'ConfigMap/app': { uid: 'u1', resourceVersion: '845', ignored: false }, 'Secret/creds': { uid: 'u2', resourceVersion: '3', ignored: false } };
 
+  it.each(['Deployment', 'DaemonSet'] as const)('%s: patches its own kind, and names the kind in its Event and metrics', async (kind) => {
+    const h = harness({ cached: set({ [CM]: 'u1/812', [SECRET]: 'u2/3' }), versions });
+    await expect(h.reconciler.reconcile(`${kind}/ns/web`, signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+    expect(h.patchedKinds).toEqual([kind]);
+    expect(h.events).toEqual([`${kind} ns/web@101 Normal ConfigChanged: ConfigMap app changed (resourceVersion 812 → 845)`]);
+    expect((await h.metrics.patches.get()).values).toEqual([expect.objectContaining({ labels: { reason: 'ConfigChanged', kind }, value: 1 })]);
+    expect((await h.metrics.restarts.get()).values).toEqual([expect.objectContaining({ labels: { kind: 'ConfigMap', workload_kind: kind }, value: 1 })]);
+  });
+
+  it('warns once that a health-gated Deployment is not stepped, also across its rollouts, and still keeps its annotations', async () => {
+    const gated = (generation: number): V1StatefulSet => {
+      const s = set({ [CM]: 'u1/845', [SECRET]: 'u2/3' });
+      s.metadata = { ...s.metadata, generation, annotations: { 'rollguard.io/rollout': 'health-gated' } };
+      return s;
+    };
+    const h = harness({ cached: gated(1), versions });
+    await h.reconciler.reconcile('Deployment/ns/web', signal);
+    await h.reconciler.reconcile('Deployment/ns/web', signal);
+    expect(h.events).toEqual([
+      'Deployment ns/web@100 Warning UnsupportedForKind: health-gated rollouts (rollguard.io/rollout): StatefulSets only; ignored on a Deployment, which paces its rollouts with spec.strategy.rollingUpdate (maxUnavailable, maxSurge) and spec.minReadySeconds',
+    ]);
+    expect(h.patches).toEqual([]);
+    const next = harness({ cached: gated(1), versions });
+    await next.reconciler.reconcile('StatefulSet/ns/web', signal);
+    expect(next.events, 'a StatefulSet may ask for it').toEqual([]);
+  });
+
+  it('warns again when the request changes, not when the generation does', async () => {
+    const cached = set({ [CM]: 'u1/845', [SECRET]: 'u2/3' });
+    const h = harness({ cached, versions });
+    cached.metadata = { ...cached.metadata, generation: 1, annotations: { 'rollguard.io/primary-selector': 'role=primary' } };
+    await h.reconciler.reconcile('DaemonSet/ns/web', signal);
+    cached.metadata.generation = 2;
+    await h.reconciler.reconcile('DaemonSet/ns/web', signal);
+    cached.metadata.annotations = { 'rollguard.io/primary-selector': 'role=leader' };
+    await h.reconciler.reconcile('DaemonSet/ns/web', signal);
+    await h.reconciler.reconcile('DaemonSet/ns/web', signal);
+    expect(h.events.map((e) => e.split(':')[0])).toEqual(['DaemonSet ns/web@100 Warning UnsupportedForKind', 'DaemonSet ns/web@100 Warning UnsupportedForKind']);
+  });
+
   it('writes nothing, and takes no turn, when the annotations are what the versions say', async () => {
     const h = harness({ cached: set({ [CM]: 'u1/845', [SECRET]: 'u2/3' }), versions });
-    await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({});
+    await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({});
     expect(h.patches).toEqual([]);
     expect(h.tokens()).toBe(0);
   });
 
   it('patches a changed version, records an Event naming object, kind and both versions, and counts it', async () => {
     const h = harness({ cached: set({ [CM]: 'u1/812', [SECRET]: 'u2/3' }), versions });
-    await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+    await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
     expect(h.patches).toHaveLength(1);
     expect(h.tokens()).toBe(1);
     expect(h.events).toEqual(['StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app changed (resourceVersion 812 → 845)']);
-    expect((await h.metrics.restarts.get()).values).toEqual([expect.objectContaining({ labels: { kind: 'ConfigMap' }, value: 1 })]);
-    expect((await h.metrics.patches.get()).values).toEqual([expect.objectContaining({ labels: { reason: 'ConfigChanged' }, value: 1 })]);
+    expect((await h.metrics.restarts.get()).values).toEqual([expect.objectContaining({ labels: { kind: 'ConfigMap', workload_kind: 'StatefulSet' }, value: 1 })]);
+    expect((await h.metrics.patches.get()).values).toEqual([expect.objectContaining({ labels: { reason: 'ConfigChanged', kind: 'StatefulSet' }, value: 1 })]);
   });
 
   it('leaves a set alone that is gone, being deleted or no longer labelled', async () => {
     for (const cached of [undefined, set({}, { labelled: false }), { ...set({}), metadata: { ...set({}).metadata, deletionTimestamp: new Date() } }]) {
       const h = harness({ cached, versions });
-      await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({});
+      await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({});
       expect(h.patches).toEqual([]);
     }
   });
 
   it('waits, without patching, until the caches have synced', async () => {
     const h = harness({ cached: set({}), versions, synced: false });
-    const result = await h.reconciler.reconcile('ns/web', signal);
+    const result = await h.reconciler.reconcile('StatefulSet/ns/web', signal);
     expect(result.requeueAfterMs).toBeGreaterThan(0);
     expect(h.patches).toEqual([]);
   });
@@ -189,19 +232,19 @@ describe('Reconciler', () => {
     // Another replica's webhook annotated 900; this cache has only reached 850.
     // desiredAnnotations keeps the newer version, so there is nothing to patch.
     const h = harness({ cached: set({ [CM]: 'u1/900', [SECRET]: 'u2/3' }), versions, progress: '850' });
-    await h.reconciler.reconcile('ns/web', signal);
+    await h.reconciler.reconcile('StatefulSet/ns/web', signal);
     expect(h.patches).toEqual([]);
     // Once the cache has caught up with a later version, it follows it.
     const caughtUp = harness({ cached: set({ [CM]: 'u1/900', [SECRET]: 'u2/3' }), versions: { ...versions, 'ConfigMap/app': { uid: 'u1', resourceVersion: '950', ignored: false } }, progress: '960' });
-    await expect(caughtUp.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+    await expect(caughtUp.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
   });
 
   it('turns a refused patch (the set changed meanwhile) into a ConflictError, and other failures into errors naming the set', async () => {
     const conflict = harness({ cached: set({ [CM]: 'u1/1' }), versions, patchError: Object.assign(new Error('test failed'), { code: 422 }) });
-    await expect(conflict.reconciler.reconcile('ns/web', signal)).rejects.toBeInstanceOf(ConflictError);
+    await expect(conflict.reconciler.reconcile('StatefulSet/ns/web', signal)).rejects.toBeInstanceOf(ConflictError);
     expect(conflict.events).toEqual([]);
     const broken = harness({ cached: set({ [CM]: 'u1/1' }), versions, patchError: Object.assign(new Error('forbidden'), { code: 403 }) });
-    await expect(broken.reconciler.reconcile('ns/web', signal)).rejects.toThrow('patching the pod template annotations of StatefulSet ns/web: forbidden');
+    await expect(broken.reconciler.reconcile('StatefulSet/ns/web', signal)).rejects.toThrow('patching the pod template annotations of StatefulSet ns/web: forbidden');
   });
 
   it('tells a restart whose write landed but whose answer was lost, once, when the cache shows the set with it', async () => {
@@ -212,20 +255,20 @@ describe('Reconciler', () => {
       patchError: new Error('patch failed', { cause: new TypeError('fetch failed') }),
     };
     const h = harness(opts);
-    await expect(h.reconciler.reconcile('ns/web', signal)).rejects.toThrow('patching the pod template annotations of StatefulSet ns/web: patch failed');
+    await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).rejects.toThrow('patching the pod template annotations of StatefulSet ns/web: patch failed');
     expect(h.events).toEqual([]);
     // The cache has not seen it yet: the retry's test of the old resourceVersion is refused.
     opts.patchError = Object.assign(new Error('test failed'), { code: 422 });
-    await expect(h.reconciler.reconcile('ns/web', signal)).rejects.toBeInstanceOf(ConflictError);
+    await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).rejects.toBeInstanceOf(ConflictError);
     expect(h.events).toEqual([]);
     // It had landed: told now, with nothing written again; and only once.
     opts.cached = set({ [CM]: 'u1/845', [SECRET]: 'u2/3' }, { rv: '101' });
     opts.patchError = undefined;
-    await h.reconciler.reconcile('ns/web', signal);
-    await h.reconciler.reconcile('ns/web', signal);
+    await h.reconciler.reconcile('StatefulSet/ns/web', signal);
+    await h.reconciler.reconcile('StatefulSet/ns/web', signal);
     expect(h.patches).toEqual([]);
     expect(h.events).toEqual(['StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app changed (resourceVersion 812 → 845)']);
-    expect((await h.metrics.restarts.get()).values).toEqual([expect.objectContaining({ labels: { kind: 'ConfigMap' }, value: 1 })]);
+    expect((await h.metrics.restarts.get()).values).toEqual([expect.objectContaining({ labels: { kind: 'ConfigMap', workload_kind: 'StatefulSet' }, value: 1 })]);
   });
 
   it('forgets a write in doubt that did not land: the write made instead tells its own restart, once', async () => {
@@ -235,11 +278,11 @@ describe('Reconciler', () => {
       patchError: new Error('patch failed', { cause: Object.assign(new Error('gateway timeout'), { code: 504 }) }),
     };
     const h = harness(opts);
-    await expect(h.reconciler.reconcile('ns/web', signal)).rejects.toThrow('patch failed');
+    await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).rejects.toThrow('patch failed');
     opts.patchError = undefined;
-    await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+    await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
     opts.cached = set({ [CM]: 'u1/845', [SECRET]: 'u2/3' }, { rv: '101' });
-    await h.reconciler.reconcile('ns/web', signal);
+    await h.reconciler.reconcile('StatefulSet/ns/web', signal);
     expect(h.patches).toHaveLength(1);
     expect(h.events).toEqual(['StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app changed (resourceVersion 812 → 845)']);
   });
@@ -251,9 +294,9 @@ describe('Reconciler', () => {
       patchError: Object.assign(new Error('forbidden'), { code: 403 }),
     };
     const h = harness(opts);
-    await expect(h.reconciler.reconcile('ns/web', signal)).rejects.toThrow('forbidden');
+    await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).rejects.toThrow('forbidden');
     opts.cached = set({ [CM]: 'u1/845', [SECRET]: 'u2/3' }, { rv: '101' });
-    await h.reconciler.reconcile('ns/web', signal);
+    await h.reconciler.reconcile('StatefulSet/ns/web', signal);
     expect(h.events).toEqual([]);
   });
 
@@ -262,15 +305,15 @@ describe('Reconciler', () => {
     const cached = set({ [CM]: 'u1/812', [SECRET]: 'u2/3' });
     cached.metadata!.annotations = { [LAST_RESTART_ANNOTATION]: lastRestart };
     const h = harness({ cached, versions, minRestartIntervalMs: 60_000 });
-    await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ requeueAfterMs: 30_000 });
-    await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ requeueAfterMs: 30_000 });
+    await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ requeueAfterMs: 30_000 });
+    await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ requeueAfterMs: 30_000 });
     expect(h.patches).toEqual([]);
     expect(h.events).toEqual([
       'StatefulSet ns/web@100 Normal RestartsDeferred: Restart deferred until 2026-12-01T10:00:30.000Z (at most one per 60 s): ConfigMap app changed (resourceVersion 812 → 845)',
     ]);
     expect((await h.metrics.restartsDeferred.get()).values[0]!.value).toBe(1);
     h.advance(30_000);
-    await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+    await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
     // the floor moves with the patch: its time is written in the same patch
     expect(h.patches[0]).toContainEqual({ op: 'replace', path: '/metadata/annotations/rollguard.io~1last-restart-at', value: '2026-12-01T10:00:30.000Z' });
   });
@@ -279,7 +322,7 @@ describe('Reconciler', () => {
     const cached = set({ [CM]: 'u1/845', [SECRET]: 'u2/3' });
     cached.metadata!.annotations = { 'rollguard.io/restart-reason': 'ConfigMap app changed (resourceVersion 812 → 845)' };
     const h = harness({ cached, versions });
-    await h.reconciler.reconcile('ns/web', signal);
+    await h.reconciler.reconcile('StatefulSet/ns/web', signal);
     expect(h.patches).toEqual([
       [
         { op: 'test', path: '/metadata/resourceVersion', value: '100' },
@@ -289,23 +332,23 @@ describe('Reconciler', () => {
     expect(h.events).toEqual([
       "StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app changed (resourceVersion 812 → 845) (applied at admission, with the owner's change to the template)",
     ]);
-    expect((await h.metrics.restarts.get()).values).toEqual([expect.objectContaining({ labels: { kind: 'ConfigMap' }, value: 1 })]);
+    expect((await h.metrics.restarts.get()).values).toEqual([expect.objectContaining({ labels: { kind: 'ConfigMap', workload_kind: 'StatefulSet' }, value: 1 })]);
   });
 
   it('waits for a lagging cache with no time limit, and corrects a stored version from the future only on a fresh read', async () => {
     // 900 stored, the cache at 850 holds 845: a lagging cache; the fresh read says the store is at 950
     const lagging = harness({ cached: set({ [CM]: 'u0/900', [SECRET]: 'u2/3' }), versions, progress: '850', fresh: { version: versions['ConfigMap/app'], revision: '950' } });
     for (let i = 0; i < 3; i++) {
-      expect((await lagging.reconciler.reconcile('ns/web', signal)).requeueAfterMs).toBeGreaterThan(0);
+      expect((await lagging.reconciler.reconcile('StatefulSet/ns/web', signal)).requeueAfterMs).toBeGreaterThan(0);
       lagging.advance(10 * 60_000);
     }
     expect(lagging.patches).toEqual([]);
     expect(lagging.freshReads()).toBe(2);
     // the same, but the store is at 860 < 900: etcd came back from a backup
     const restored = harness({ cached: set({ [CM]: 'u0/900', [SECRET]: 'u2/3' }), versions, progress: '850', fresh: { version: versions['ConfigMap/app'], revision: '860' } });
-    await restored.reconciler.reconcile('ns/web', signal);
+    await restored.reconciler.reconcile('StatefulSet/ns/web', signal);
     restored.advance(6_000);
-    await expect(restored.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+    await expect(restored.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
   });
 
   it('decides an absent annotation against an older cached version on one fresh read, at once', async () => {
@@ -313,10 +356,10 @@ describe('Reconciler', () => {
     // the set was last written at 900; the cache holds version 845 of app: created since, or deleted and remembered?
     cached.metadata!.resourceVersion = '900';
     const exists = harness({ cached, versions, fresh: { version: versions['ConfigMap/app'], revision: '950' } });
-    await expect(exists.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+    await expect(exists.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
     expect(exists.freshReads()).toBe(1);
     const gone = harness({ cached, versions, fresh: { version: undefined, revision: '950' } });
-    await expect(gone.reconciler.reconcile('ns/web', signal)).resolves.toEqual({});
+    await expect(gone.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({});
     expect(gone.patches).toEqual([]);
   });
 
@@ -340,7 +383,7 @@ describe('Reconciler', () => {
     it('a metadata-only change: no template patch, no restart time, no Event; the newer version recorded as equivalent', async () => {
       const reads: string[] = [];
       const h = harness({ cached: withRecords('u1/812'), versions, data: dataOf({ a: 'aa' }, reads) });
-      await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({});
+      await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({});
       expect(reads).toEqual(['ConfigMap/app@u1/845']);
       expect(h.events).toEqual([]);
       expect(h.patches).toEqual([
@@ -351,10 +394,28 @@ describe('Reconciler', () => {
       ]);
     });
 
+    it('a Deployment: no write of its own annotations alone, which would be a new generation; the change is still not rolled', async () => {
+      const reads: string[] = [];
+      const h = harness({ cached: withRecords('u1/812'), versions, data: dataOf({ a: 'aa' }, reads) });
+      await expect(h.reconciler.reconcile('Deployment/ns/web', signal)).resolves.toEqual({});
+      expect(reads).toEqual(['ConfigMap/app@u1/845']);
+      expect(h.patches).toEqual([]);
+      expect(h.events).toEqual([]);
+      // no record at all (annotated by the webhook at creation): nothing read or written until a change
+      const fresh = harness({ cached: set({ [CM]: 'u1/845', [SECRET]: 'u2/3' }), versions, data: dataOf({ a: 'aa' }, reads) });
+      await expect(fresh.reconciler.reconcile('Deployment/ns/web', signal)).resolves.toEqual({});
+      expect(fresh.patches).toEqual([]);
+      const statefulSet = harness({ cached: set({ [CM]: 'u1/845', [SECRET]: 'u2/3' }), versions, data: dataOf({ a: 'aa' }, reads) });
+      await statefulSet.reconciler.reconcile('StatefulSet/ns/web', signal);
+      expect(statefulSet.patches.map((ops) => ops.map((op) => op.path)), 'a StatefulSet gets its baseline records at once').toEqual([
+        ['/metadata/resourceVersion', '/metadata/annotations'],
+      ]);
+    });
+
     it('once recorded, nothing is read again and nothing written', async () => {
       const reads: string[] = [];
       const h = harness({ cached: withRecords('u1/845'), versions, data: dataOf({ a: 'aa' }, reads) });
-      await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({});
+      await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({});
       expect(reads).toEqual([]);
       expect(h.patches).toEqual([]);
     });
@@ -362,7 +423,7 @@ describe('Reconciler', () => {
     it('a data change rolls, and the Event names the keys', async () => {
       const reads: string[] = [];
       const h = harness({ cached: withRecords('u1/812'), versions, data: dataOf({ a: 'xx' }, reads) });
-      await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+      await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
       expect(h.events).toEqual(['StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app: data changed (key a), resourceVersion 812 → 845']);
       expect(h.patches[0]!.map((op) => op.path)).toContain('/metadata/annotations/rollguard.io~1last-restart-at');
     });
@@ -374,7 +435,7 @@ describe('Reconciler', () => {
       ];
       for (const data of failing) {
         const h = harness({ cached: withRecords('u1/812'), versions, data });
-        await expect(h.reconciler.reconcile('ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+        await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
         expect(h.events).toEqual(['StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app changed (resourceVersion 812 → 845)']);
       }
     });

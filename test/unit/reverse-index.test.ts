@@ -20,6 +20,17 @@ describe('ReverseIndex', () => {
     expect(index.size()).toEqual({ sets: 3, objects: 3 });
   });
 
+  it('keeps workloads of different kinds and one name apart', () => {
+    const index = new ReverseIndex();
+    index.setReferences('StatefulSet/ns/web', 'ns', [cm('app')]);
+    index.setReferences('Deployment/ns/web', 'ns', [cm('app')]);
+    index.setReferences('DaemonSet/ns/web', 'ns', [secret('tls')]);
+    expect(index.referrersOf('ConfigMap', 'ns', 'app').sort()).toEqual(['Deployment/ns/web', 'StatefulSet/ns/web']);
+    index.removeSet('Deployment/ns/web');
+    expect(index.referrersOf('ConfigMap', 'ns', 'app')).toEqual(['StatefulSet/ns/web']);
+    expect(index.size()).toEqual({ sets: 2, objects: 2 });
+  });
+
   it('replaces what a set references when it is updated', () => {
     const index = new ReverseIndex();
     index.setReferences('ns/web', 'ns', [cm('old'), cm('kept')]);

@@ -49,6 +49,17 @@ function partitionAfter(object: Json, ops: ReturnType<typeof holdPartitionMutato
 }
 
 describe('holdPartitionMutator', () => {
+  it.each([
+    ['Deployment', 'deployments'],
+    ['DaemonSet', 'daemonsets'],
+  ])('holds nothing on a health-gated %s, whose admission the webhook now takes too (StatefulSets only)', (kind, resource) => {
+    const object = { ...wireSet({ replicas: 3, partition: 0 }), kind };
+    const req = { ...request('CREATE', object), kind: { group: 'apps', version: 'v1', kind }, resource: { group: 'apps', version: 'v1', resource } };
+    expect(holdPartitionMutator(req, object)).toEqual([]);
+    const answer = admit({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: req }, { cachesSynced: true, lookup: () => undefined, mutators: [holdPartitionMutator] });
+    expect(answer.response?.patch, 'no template references, no hold: nothing to patch').toBeUndefined();
+  });
+
   it('holds a new health-gated set at partition = replicas', () => {
     const object = wireSet({ replicas: 3, partition: 0 });
     const ops = holdPartitionMutator(request('CREATE', object), object);

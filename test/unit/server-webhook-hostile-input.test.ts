@@ -10,6 +10,7 @@ import { createMetrics, type Metrics } from '../../src/metrics.js';
 import type { ObjectVersion, VersionLookup } from '../../src/restarter/annotations.js';
 import { createWebhookServer, type WebhookServer } from '../../src/server/webhook-server.js';
 import { createCertificateAuthority, createSignedCertificate, type KeyPairPem } from '../../src/tls/certificates.js';
+import { WORKLOAD_KINDS } from '../../src/kube/workloads.js';
 import { propertyRuns } from '../env/property-runs.js';
 import { staticCertificateSource } from '../env/static-certificate-source.js';
 
@@ -312,7 +313,7 @@ async function expectAnswered(webhook: WebhookUnderTest, body: Json, uid: string
 const CLOSED_LABELS: Record<string, Record<string, readonly string[]>> = {
   rollguard_admission_duration_seconds: { operation: ['CREATE', 'UPDATE', 'DELETE', 'CONNECT', 'invalid'] },
   // "error" is a mutator that threw: hostile input must be answered, not crash a mutator
-  rollguard_admission_reviews_total: { result: ['patched', 'unchanged', 'not_synced', 'out_of_scope', 'invalid'] },
+  rollguard_admission_reviews_total: { result: ['patched', 'unchanged', 'not_synced', 'out_of_scope', 'invalid'], kind: [...WORKLOAD_KINDS, 'other'] },
 };
 
 /** Fails when an admission metric carries a label value outside its closed set. */
