@@ -46,7 +46,7 @@ describe('migration from commons-operator (--compat stackable)', () => {
     const text = await (await fetch(`${rollguard!.adminUrl}/metrics`)).text();
     return text
       .split('\n')
-      .filter((l) => l.startsWith('rollguard_statefulset_patches_total'))
+      .filter((l) => l.startsWith('rollguard_template_patches_total{'))
       .reduce((sum, l) => sum + Number(l.split(/\s+/).pop()), 0);
   }
   async function ready(name: string, replicas: number): Promise<V1StatefulSet> {
