@@ -19,13 +19,16 @@ import { startRollguardServe, type RollguardServe } from './side-by-side/rollgua
 // zero patches. Prints figures; asserts nothing.
 //   npm run build:bench && node dist/bench/cluster-scale.js
 //   BENCH_NAMESPACES (1000), BENCH_SETS_PER_NAMESPACE (5), BENCH_OBJECTS_PER_NAMESPACE (100),
-//   BENCH_STORM (2000), BENCH_PACE (100 restarts/s), BENCH_KUBECONFIG (a control plane kept, objects created)
+//   BENCH_STORM (2000), BENCH_PACE (100 restarts/s), BENCH_WORKERS (rollguard's --workers),
+//   BENCH_KUBECONFIG (a control plane kept, objects created)
 
 const NAMESPACES = Number(process.env.BENCH_NAMESPACES ?? 1_000);
 const SETS_PER_NAMESPACE = Number(process.env.BENCH_SETS_PER_NAMESPACE ?? 5);
 const OBJECTS_PER_NAMESPACE = Number(process.env.BENCH_OBJECTS_PER_NAMESPACE ?? 100);
 const STORM = Number(process.env.BENCH_STORM ?? 2_000);
 const PACE = Number(process.env.BENCH_PACE ?? 100);
+/** rollguard's --workers; unset: its default */
+const WORKERS = process.env.BENCH_WORKERS;
 /** As rollguard computes it: a burst of one second's worth. */
 const BURST = Math.max(1, Math.ceil(PACE));
 const WRITE_CONCURRENCY = 12;
@@ -297,7 +300,7 @@ async function main(): Promise<void> {
   try {
     if ((await request('GET', `/api/v1/namespaces/${ns(NAMESPACES - 1)}`)).status !== 200) await populate(request);
     await watch.start(request, server, agentOptions);
-    const start = () => startRollguardServe({ kubeconfigPath, certDir: dir, namespace: 'rollguard-system', args: [`--max-restarts-per-second=${PACE}`] });
+    const start = () => startRollguardServe({ kubeconfigPath, certDir: dir, namespace: 'rollguard-system', args: [`--max-restarts-per-second=${PACE}`, ...(WORKERS ? [`--workers=${WORKERS}`] : [])] });
 
     const t0 = performance.now();
     rg = await start();
