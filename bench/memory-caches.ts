@@ -67,10 +67,50 @@ interface CachedObject {
   ignored: boolean;
 }
 
-/** rollguard's side: a fresh process that syncs the two caches for one namespace and reports its memory. */
-async function measure(kubeconfigPath: string, namespace: string, expectedFile: string | undefined): Promise<Measurement> {
+interface SyncingInformer {
+  start(signal: AbortSignal): Promise<void>;
+  whenSynced(signal: AbortSignal): Promise<boolean>;
+  stopped(): Promise<void>;
+}
+
+/**
+ * Syncs `informers` in this process and reports its memory before, right after the sync and
+ * SETTLE_MS later (each after a full GC); `inspect` reads the synced caches before they stop.
+ */
+async function measureSync<T>(informers: SyncingInformer[], size: () => number, inspect: () => T): Promise<Measurement & T> {
   v8.setFlagsFromString('--expose-gc');
   const gc = vm.runInNewContext('gc') as () => void;
+  gc();
+  const before = process.memoryUsage();
+  const abort = new AbortController();
+  const started = performance.now();
+  for (const informer of informers) await informer.start(abort.signal);
+  for (const informer of informers) await informer.whenSynced(abort.signal);
+  const syncMs = performance.now() - started;
+  gc();
+  const synced = process.memoryUsage();
+  await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+  gc();
+  const settled = process.memoryUsage();
+  const objects = size();
+  const extra = inspect();
+  abort.abort();
+  await Promise.all(informers.map((informer) => informer.stopped()));
+  return {
+    objects,
+    syncMs,
+    rssBefore: before.rss,
+    rssSynced: synced.rss,
+    rssSettled: settled.rss,
+    rssPeak: process.resourceUsage().maxRSS * 1024,
+    heapBefore: before.heapUsed,
+    heapSettled: settled.heapUsed,
+    ...extra,
+  };
+}
+
+/** rollguard's side: a fresh process that syncs the two caches for one namespace and reports its memory. */
+async function measure(kubeconfigPath: string, namespace: string, expectedFile: string | undefined): Promise<Measurement> {
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfigPath);
   const logger = pino({ level: 'warn' });
@@ -80,81 +120,36 @@ async function measure(kubeconfigPath: string, namespace: string, expectedFile: 
     Secret: createMetadataCache({ name: 'Secret cache', api, plural: 'secrets', namespaces: [namespace], ignoreLabel: IGNORE_LABEL, logger }),
   };
   const all = Object.values(caches);
-  gc();
-  const before = process.memoryUsage();
-  const abort = new AbortController();
-  const started = performance.now();
-  for (const c of all) await c.informer.start(abort.signal);
-  for (const c of all) await c.informer.whenSynced(abort.signal);
-  const syncMs = performance.now() - started;
-  gc();
-  const synced = process.memoryUsage();
-  await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
-  gc();
-  const settled = process.memoryUsage();
-  const objects = all.reduce((n, c) => n + c.store.size(), 0);
-  let mismatches: number | undefined;
-  if (expectedFile) {
-    const expected = JSON.parse(fs.readFileSync(expectedFile, 'utf8')) as CachedObject[];
-    mismatches = Math.abs(expected.length - objects);
-    for (const e of expected) {
-      const got = caches[e.kind].store.get(e.namespace, e.name);
-      if (!got || got.uid !== e.uid || got.resourceVersion !== e.resourceVersion || got.ignored !== e.ignored) mismatches++;
-    }
-  }
-  abort.abort();
-  await Promise.all(all.map((c) => c.informer.stopped()));
-  return {
+  const objects = (): number => all.reduce((n, c) => n + c.store.size(), 0);
+  return measureSync(
+    all.map((c) => c.informer),
     objects,
-    syncMs,
-    rssBefore: before.rss,
-    rssSynced: synced.rss,
-    rssSettled: settled.rss,
-    rssPeak: process.resourceUsage().maxRSS * 1024,
-    heapBefore: before.heapUsed,
-    heapSettled: settled.heapUsed,
-    mismatches,
-  };
+    () => {
+      if (!expectedFile) return {};
+      const expected = JSON.parse(fs.readFileSync(expectedFile, 'utf8')) as CachedObject[];
+      let mismatches = Math.abs(expected.length - objects());
+      for (const e of expected) {
+        const got = caches[e.kind].store.get(e.namespace, e.name);
+        if (!got || got.uid !== e.uid || got.resourceVersion !== e.resourceVersion || got.ignored !== e.ignored) mismatches++;
+      }
+      return { mismatches };
+    },
+  );
 }
 
 const WORKLOADS_PER_KIND = Number(process.env.BENCH_WORKLOADS ?? 2_000);
 
 /** rollguard's side for one workload kind: a fresh process that syncs that kind's labelled cache for one namespace. */
 async function measureWorkloads(kubeconfigPath: string, namespace: string, kind: WorkloadKind): Promise<Measurement & { wireBytes: number }> {
-  v8.setFlagsFromString('--expose-gc');
-  const gc = vm.runInNewContext('gc') as () => void;
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfigPath);
   const api = new RawApi(kc);
   const cache = createWorkloadCache(kind, { api, namespaces: [namespace], labelSelector: `${ENABLED_LABEL}=true`, logger: pino({ level: 'warn' }) });
-  gc();
-  const before = process.memoryUsage();
-  const abort = new AbortController();
-  const started = performance.now();
-  await cache.informer.start(abort.signal);
-  await cache.informer.whenSynced(abort.signal);
-  const syncMs = performance.now() - started;
-  gc();
-  const synced = process.memoryUsage();
-  await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
-  gc();
-  const settled = process.memoryUsage();
-  const objects = cache.store.size();
-  // what one object is on the wire (JSON), beside what the cache holds of it
-  const wireBytes = objects > 0 ? Buffer.byteLength(JSON.stringify(cache.store.list()[0])) : 0;
-  abort.abort();
-  await cache.informer.stopped();
-  return {
-    objects,
-    syncMs,
-    rssBefore: before.rss,
-    rssSynced: synced.rss,
-    rssSettled: settled.rss,
-    rssPeak: process.resourceUsage().maxRSS * 1024,
-    heapBefore: before.heapUsed,
-    heapSettled: settled.heapUsed,
-    wireBytes,
-  };
+  return measureSync([cache.informer], () => cache.store.size(), () => {
+    // what one object is on the wire (JSON), beside what the cache holds of it
+    const first = cache.store.list()[0];
+    return { wireBytes: first ? Buffer.byteLength(JSON.stringify(first)) : 0 };
+  });
 }
 
 /** A labelled workload of `kind` as a chart would write it: one container, a ConfigMap and a Secret referenced, probes, resources. */
