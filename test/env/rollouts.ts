@@ -136,11 +136,11 @@ export async function watchTemplateAnnotations(kc: KubeConfig, namespace: string
   };
 }
 
-/** The sum of one metric's samples for one webhook, from the API server's own /metrics. */
-export async function apiServerWebhookMetric(kc: KubeConfig, metric: string, webhookName: string): Promise<number> {
+/** GET /metrics of the API server, as text, with the kubeconfig's credentials. */
+export async function apiServerMetricsText(kc: KubeConfig): Promise<string> {
   const opts: https.RequestOptions = {};
   await kc.applyToHTTPSOptions(opts);
-  const text = await new Promise<string>((resolve, reject) => {
+  return new Promise<string>((resolve, reject) => {
     https
       .get(`${kc.getCurrentCluster()!.server}/metrics`, opts, (res) => {
         const chunks: Buffer[] = [];
@@ -151,6 +151,11 @@ export async function apiServerWebhookMetric(kc: KubeConfig, metric: string, web
       })
       .on('error', reject);
   });
+}
+
+/** The sum of one metric's samples for one webhook, from the API server's own /metrics. */
+export async function apiServerWebhookMetric(kc: KubeConfig, metric: string, webhookName: string): Promise<number> {
+  const text = await apiServerMetricsText(kc);
   let sum = 0;
   for (const line of text.split('\n')) {
     const m = /^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);

@@ -1,10 +1,10 @@
-import https from 'node:https';
 import { AdmissionregistrationV1Api, type KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
 import { startBalancer, type Balancer } from '../env/haproxy.js';
 import { freePort } from '../env/ports.js';
 import { startRollguardProcess, printProcessLogsOnFailure, type RollguardProcess } from '../env/rollguard-process.js';
+import { apiServerMetricsText } from '../env/rollouts.js';
 import { waitFor, waitUntil } from '../env/wait.js';
 import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
 
@@ -120,20 +120,7 @@ function total(families: Map<string, Family>, name: string, match: Record<string
 
 /** GET /metrics of the API server with the admin client's credentials. */
 async function apiServerMetrics(kc: KubeConfig): Promise<Map<string, Family>> {
-  const opts: https.RequestOptions = {};
-  await kc.applyToHTTPSOptions(opts);
-  const text = await new Promise<string>((resolve, reject) => {
-    https
-      .get(`${kc.getCurrentCluster()!.server}/metrics`, opts, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () =>
-          res.statusCode === 200 ? resolve(Buffer.concat(chunks).toString('utf8')) : reject(new Error(`GET /metrics of the API server: HTTP ${res.statusCode}`)),
-        );
-      })
-      .on('error', reject);
-  });
-  return parsePrometheusText(text);
+  return parsePrometheusText(await apiServerMetricsText(kc));
 }
 
 async function rollguardMetrics(proc: RollguardProcess): Promise<Map<string, Family>> {

@@ -1,9 +1,4 @@
-import https from 'node:https';
-import {
-  AdmissionregistrationV1Api,
-  type KubeConfig,
-  type V1MutatingWebhookConfiguration,
-} from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createMetrics, type Metrics } from '../../src/metrics.js';
@@ -14,6 +9,7 @@ import { createCertificateSource, type CertificateSource, type CertificateSource
 import { createCertificateAuthority, isSignedBy } from '../../src/tls/certificates.js';
 import { secretContents } from '../../src/tls/secret-store.js';
 import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
+import { apiServerWebhookMetric } from '../env/rollouts.js';
 import { waitFor, waitUntil } from '../env/wait.js';
 
 const KEY_BITS = 2048;
@@ -63,31 +59,6 @@ function webhookConfiguration(name: string, webhookName: string, namespace: stri
       },
     ],
   };
-}
-
-/** The sum of a metric's samples for one webhook, from the API server's /metrics. */
-async function apiServerMetric(kc: KubeConfig, metric: string, webhookName: string): Promise<number> {
-  const opts: https.RequestOptions = {};
-  await kc.applyToHTTPSOptions(opts);
-  const url = `${kc.getCurrentCluster()!.server}/metrics`;
-  const text = await new Promise<string>((resolve, reject) => {
-    https
-      .get(url, opts, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () =>
-          res.statusCode === 200 ? resolve(Buffer.concat(chunks).toString('utf8')) : reject(new Error(`GET /metrics: ${res.statusCode}`)),
-        );
-      })
-      .on('error', reject);
-  });
-  let sum = 0;
-  for (const line of text.split('\n')) {
-    const m = /^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
-    if (!m || m[1] !== metric || !(m[2] ?? '').includes(`name="${webhookName}"`)) continue;
-    sum += Number(m[3]);
-  }
-  return sum;
 }
 
 interface Running {
@@ -224,7 +195,7 @@ describe('webhook over self-managed TLS, called by the real API server', () => {
       expect(created.metadata?.labels?.['rollguard.io/admitted']).toBe('true');
       await apps.createNamespacedStatefulSet({ namespace, body: statefulSet('not-labelled', { replicas: 0 }) });
       expect(run.reviews()).toBe(before + 1);
-      expect(await apiServerMetric(kc, 'apiserver_admission_webhook_request_total', webhookName)).toBeGreaterThan(0);
+      expect(await apiServerWebhookMetric(kc, 'apiserver_admission_webhook_request_total', webhookName)).toBeGreaterThan(0);
     });
 
     it('puts the caBundle back after someone overwrites it', async () => {
@@ -288,9 +259,9 @@ describe('webhook over self-managed TLS, called by the real API server', () => {
     expect(await counterValue(run.metrics, 'serving')).toBeGreaterThanOrEqual(3);
     expect(await counterValue(run.metrics, 'ca')).toBeGreaterThanOrEqual(1);
     expect(served.size).toBeGreaterThanOrEqual(4);
-    expect(await apiServerMetric(kc, 'apiserver_admission_webhook_rejection_count', webhookName)).toBe(0);
-    expect(await apiServerMetric(kc, 'apiserver_admission_webhook_fail_open_count', webhookName)).toBe(0);
-    expect(await apiServerMetric(kc, 'apiserver_admission_webhook_request_total', webhookName)).toBeGreaterThanOrEqual(written);
+    expect(await apiServerWebhookMetric(kc, 'apiserver_admission_webhook_rejection_count', webhookName)).toBe(0);
+    expect(await apiServerWebhookMetric(kc, 'apiserver_admission_webhook_fail_open_count', webhookName)).toBe(0);
+    expect(await apiServerWebhookMetric(kc, 'apiserver_admission_webhook_request_total', webhookName)).toBeGreaterThanOrEqual(written);
 
     // the rotation finished: the old CA left the Secret once the serving certificate moved to the new one
     await waitFor('the previous CA to be dropped', async () => {
