@@ -52,6 +52,13 @@ function percentile(sorted: number[], p: number): number {
 const sum = async (metric: { get(): Promise<{ values: { value: number }[] }> }): Promise<number> => (await metric.get()).values.reduce((total, v) => total + v.value, 0);
 const fmt = (ms: number): string => `${ms.toFixed(1)} ms`;
 
+/** The same cluster and user through client-node's own KubeConfig: a new connection for every call. */
+function perCallKubeConfig(kc: KubeConfig): KubeConfig {
+  const copy = new KubeConfig();
+  copy.loadFromString(kc.exportConfig());
+  return copy;
+}
+
 interface Run {
   label: string;
   p50: number;
@@ -143,12 +150,10 @@ async function scenario(kc: KubeConfig, shape: Shape, logger: Logger): Promise<R
       // the last: client-node's own KubeConfig, a new connection pool (TCP + TLS) for every call
       ...(shape === 'shared' ? [{ dataCheck: true, pooled: false }] : []),
     ];
-    for (const { dataCheck, pooled } of variants) {
+    for (const [variant, { dataCheck, pooled }] of variants.entries()) {
       const runMetrics = createMetrics(new Registry());
-      const unpooled = new KubeConfig();
-      unpooled.loadFromString(kc.exportConfig());
       const controller = createRestarterController({
-        kubeConfig: pooled ? kc : unpooled,
+        kubeConfig: pooled ? kc : perCallKubeConfig(kc),
         minRestartIntervalMs: 0,
         namespaces: [namespace],
         logger,
@@ -188,7 +193,7 @@ async function scenario(kc: KubeConfig, shape: Shape, logger: Logger): Promise<R
         const i = (n * 7) % SETS;
         const names = shape === 'shared' ? Array.from({ length: SETS }, (_, k) => `set-${k}`) : [`set-${i}`];
         const t0 = performance.now();
-        const cm = await core.patchNamespacedConfigMap({ name: configMapOf(i), namespace, body: [{ op: 'replace', path: '/data/v', value: `${dataCheck ? 'b' : 'a'}${n + 1}` }] });
+        const cm = await core.patchNamespacedConfigMap({ name: configMapOf(i), namespace, body: [{ op: 'replace', path: '/data/v', value: `run${variant}-${n + 1}` }] });
         const value = `${cm.metadata!.uid}/${cm.metadata!.resourceVersion}`;
         const at = await patchedAll(names, value, shape === 'shared' ? SHARED_DEADLINE_MS : UPDATE_DEADLINE_MS);
         if (at === undefined) {
