@@ -10,6 +10,7 @@ import { Manager, type Runnable } from './manager.js';
 import { createMetrics } from './metrics.js';
 import { createAdmissionHandler } from './admission/handler.js';
 import { holdPartitionMutator } from './admission/partition-hold-mutator.js';
+import { holdScaleDownMutator } from './admission/scale-hold-mutator.js';
 import { EventRecorder } from './kube/events.js';
 import { createRestarterController } from './restarter/controller.js';
 import { dialectFor, type CompatMode } from './compat/stackable.js';
@@ -120,7 +121,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       lookup: restarter.lookup,
       cacheProgress: restarter.cacheProgress,
       inScope: restarter.covers,
-      mutators: [holdPartitionMutator],
+      mutators: [holdScaleDownMutator, holdPartitionMutator],
       dialectOf: (labels) => dialectFor(labels, config.compat as CompatMode),
       metrics,
       logger: logger.child({ component: 'admission' }),

@@ -35,6 +35,11 @@ export interface HandoverInput {
   /** Pods the rollout's next write would have replaced (a step, a forced rollback); empty when none. */
   replacing: readonly string[];
   updateRevision: string | undefined;
+  /**
+   * A held scale-down to this many replicas: `replacing` are the pods it removes, and the
+   * candidate must be a pod that stays (index below `replicas`).
+   */
+  scaleDownTo?: { replicas: number; ordinalStart: number };
   now: Date;
   answer?: CallAnswer;
 }
@@ -97,8 +102,19 @@ function byOrdinal(setName: string): (a: V1Pod, b: V1Pod) => number {
  * revision if any is (the rollout then needs no second handover), else the one rolled last
  * (the lowest ordinal: partitions step down from the highest).
  */
-export function chooseCandidate(pods: readonly V1Pod[], primary: string, setName: string, updateRevision: string | undefined): string | undefined {
-  const ready = pods.filter((p) => nameOf(p) !== primary && isReady(p)).sort(byOrdinal(setName));
+export function chooseCandidate(
+  pods: readonly V1Pod[],
+  primary: string,
+  setName: string,
+  updateRevision: string | undefined,
+  scaleDownTo?: HandoverInput['scaleDownTo'],
+): string | undefined {
+  const stays = (pod: V1Pod): boolean => {
+    if (!scaleDownTo) return true;
+    const ordinal = podOrdinal(nameOf(pod), setName);
+    return ordinal !== undefined && ordinal - scaleDownTo.ordinalStart < scaleDownTo.replicas;
+  };
+  const ready = pods.filter((p) => nameOf(p) !== primary && isReady(p) && stays(p)).sort(byOrdinal(setName));
   const updated = ready.filter((p) => updateRevision !== undefined && podRevision(p) === updateRevision);
   return nameOf(updated[0] ?? ready[0] ?? {}) || undefined;
 }
@@ -179,18 +195,18 @@ export function decideHandover(input: HandoverInput): HandoverStep {
       kind: 'blocked',
       pod,
       cause: several ? 'primary:several' : 'primary:none',
-      message: `Rollout blocked before pod ${pod}: ${several ? `${primaries.length} pods (${primaries.map(nameOf).join(', ')}) match` : 'no pod matches'} the primary selector ${JSON.stringify(settings.selectorText)}, so rollguard cannot tell that replacing ${pod} is safe`,
+      message: `${input.scaleDownTo ? 'Scale-down held' : 'Rollout blocked'} before pod ${pod}: ${several ? `${primaries.length} pods (${primaries.map(nameOf).join(', ')}) match` : 'no pod matches'} the primary selector ${JSON.stringify(settings.selectorText)}, so rollguard cannot tell that replacing ${pod} is safe`,
     };
   }
   const primary = primaries[0]!;
   if (!input.replacing.includes(nameOf(primary))) return { kind: 'open' };
-  return start(input, primary, 'rollout');
+  return start(input, primary, input.scaleDownTo ? 'scale-down' : 'rollout');
 }
 
 function start(input: HandoverInput, primary: V1Pod, trigger: HandoverTrigger): HandoverStep {
   const { settings, now, setName } = input;
   const from = nameOf(primary);
-  const candidate = chooseCandidate(input.pods, from, setName, input.updateRevision);
+  const candidate = chooseCandidate(input.pods, from, setName, input.updateRevision, input.scaleDownTo);
   const base: HandoverState = {
     from,
     fromUid: primary.metadata?.uid ?? '',
@@ -201,7 +217,7 @@ function start(input: HandoverInput, primary: V1Pod, trigger: HandoverTrigger): 
     fallback: false,
   };
   if (candidate === undefined) {
-    const why = `no other pod of ${setName} is Ready to take the primary role from ${from}`;
+    const why = `no other pod of ${setName}${input.scaleDownTo ? ` that the scale-down to ${input.scaleDownTo.replicas} keeps` : ''} is Ready to take the primary role from ${from}`;
     if (trigger === 'requested') {
       return {
         kind: 'write',
@@ -216,21 +232,31 @@ function start(input: HandoverInput, primary: V1Pod, trigger: HandoverTrigger): 
       return {
         kind: 'write',
         state: { ...base, outcome: 'proceed' },
-        event: { type: 'Warning', reason: REASON_HANDOVER_FAILED, message: `No handover before replacing pod ${from}: ${why}; proceeding (handover-on-failure: proceed), the application fails over` },
+        event: { type: 'Warning', reason: REASON_HANDOVER_FAILED, message: `No handover before ${stopping(trigger)} pod ${from}: ${why}; proceeding (handover-on-failure: proceed), the application fails over` },
         result: 'proceeded',
         log: 'no candidate, proceeding',
       };
     }
-    return { kind: 'blocked', pod: from, cause: 'handover:no-candidate', message: `Rollout blocked before pod ${from}, the primary: ${why}` };
+    return { kind: 'blocked', pod: from, cause: 'handover:no-candidate', message: `${trigger === 'scale-down' ? 'Scale-down held' : 'Rollout blocked'} before pod ${from}, the primary: ${why}` };
   }
   const state: HandoverState = { ...base, calledAt: now.toISOString() };
   return {
     kind: 'write',
     state,
-    event: startedEvent(state, settings, trigger === 'requested' ? 'asked by the annotation on the pod' : `before the rollout replaces pod ${from}`),
+    event: startedEvent(state, settings, startedWhy(trigger, from)),
     call: callOf(state, settings),
     log: 'handover started',
   };
+}
+
+/** How the write the handover comes before stops the pod, in Event messages. */
+function stopping(trigger: HandoverTrigger): string {
+  return trigger === 'scale-down' ? 'the scale-down removes' : 'replacing';
+}
+
+function startedWhy(trigger: HandoverTrigger, from: string): string {
+  if (trigger === 'requested') return 'asked by the annotation on the pod';
+  return trigger === 'scale-down' ? `before a scale-down removes pod ${from}` : `before the rollout replaces pod ${from}`;
 }
 
 function startedEvent(state: HandoverState, settings: HandoverSettings, why: string): HandoverEvent {
@@ -292,7 +318,7 @@ function continueHandover(input: HandoverInput, state: HandoverState, primaries:
     if (nextInMs > 0) return { kind: 'wait', retryAfterMs: nextInMs, reason: `next handover attempt of ${setName} in ${seconds(nextInMs)}` };
     // re-read before every attempt: an application that moved the role by itself needs no call
     if (!stillPrimary) return { kind: 'wait', retryAfterMs: VERIFY_POLL_MS, reason: `${state.from} no longer matches the primary selector; waiting for a Ready pod to match` };
-    const candidate = chooseCandidate(pods, state.from, setName, input.updateRevision);
+    const candidate = chooseCandidate(pods, state.from, setName, input.updateRevision, input.scaleDownTo);
     if (candidate === undefined) {
       return attemptFailed(input, state, `no other pod is Ready to take the role`);
     }
@@ -302,7 +328,7 @@ function continueHandover(input: HandoverInput, state: HandoverState, primaries:
     return {
       kind: 'write',
       state: next,
-      ...(paused ? {} : { event: startedEvent(next, settings, state.trigger === 'requested' ? 'asked by the annotation on the pod' : `before the rollout replaces pod ${state.from}`) }),
+      ...(paused ? {} : { event: startedEvent(next, settings, startedWhy(state.trigger, state.from)) }),
       call: callOf(next, settings),
       log: paused ? 'paused handover: trying again' : 'handover attempt',
     };
@@ -348,7 +374,7 @@ function attemptFailed(input: HandoverInput, state: HandoverState, what: string)
     return {
       kind: 'write',
       state: { ...retry({}), outcome: 'proceed' },
-      event: warn(`${failed}; every attempt failed: replacing ${state.from} anyway (handover-on-failure: proceed), the application fails over`),
+      event: warn(`${failed}; every attempt failed: ${state.trigger === 'scale-down' ? 'scaling down, removing' : 'replacing'} ${state.from} anyway (handover-on-failure: proceed), the application fails over`),
       result: 'proceeded',
       log: 'handover failed, proceeding',
     };
@@ -356,7 +382,11 @@ function attemptFailed(input: HandoverInput, state: HandoverState, what: string)
   return {
     kind: 'write',
     state: { ...retry({ attempt: state.attempt + 1, fallback: false }), outcome: 'paused' },
-    event: warn(`${failed}; every attempt failed: the rollout is paused at pod ${state.from}, which stays primary and is not replaced; rollguard tries again every ${interval}`),
+    event: warn(
+      state.trigger === 'scale-down'
+        ? `${failed}; every attempt failed: the scale-down stays held, pod ${state.from} stays primary and is not removed; rollguard tries again every ${interval}`
+        : `${failed}; every attempt failed: the rollout is paused at pod ${state.from}, which stays primary and is not replaced; rollguard tries again every ${interval}`,
+    ),
     result: 'paused',
     log: 'handover failed, rollout paused',
   };

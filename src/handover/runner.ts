@@ -7,7 +7,7 @@ import { errorText, statusCode } from '../kube/api-status.js';
 import type { EventSpec } from '../kube/events.js';
 import type { Metrics } from '../metrics.js';
 import { callHttpAction, credentialsFrom, type HandoverCredentials } from './call.js';
-import { decideHandover, REASON_PRIMARY_SCALED_DOWN, scaledDownPrimary, type CallAnswer, type HandoverCall, type HandoverStep } from './decision.js';
+import { decideHandover, REASON_PRIMARY_SCALED_DOWN, scaledDownPrimary, type CallAnswer, type HandoverCall, type HandoverInput, type HandoverStep } from './decision.js';
 import { handoverSettings, HANDOVER_CREDENTIALS_ANNOTATION, type HandoverSettings } from './settings.js';
 import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE, handoverStateOps, readHandoverState, type HandoverState } from './state.js';
 
@@ -85,6 +85,7 @@ export class HandoverRunner {
     pods: readonly V1Pod[],
     replacing: readonly string[],
     io: { write(ops: Operation[]): Promise<void>; record(spec: EventSpec): Promise<void>; now: Date },
+    scaleDownTo?: HandoverInput['scaleDownTo'],
   ): Promise<HandoverGate> {
     const parsed = handoverSettings(set);
     if (parsed === undefined) return { open: true };
@@ -92,7 +93,9 @@ export class HandoverRunner {
     const setName = set.metadata?.name ?? '';
     if (!parsed.ok) {
       const pod = replacing[0];
-      return pod === undefined ? { open: true } : { open: false, blocked: { pod, cause: 'handover:settings', message: `Rollout blocked before pod ${pod}: the handover settings are invalid: ${parsed.reason}` } };
+      return pod === undefined
+        ? { open: true }
+        : { open: false, blocked: { pod, cause: 'handover:settings', message: `${scaleDownTo ? 'Scale-down held' : 'Rollout blocked'} before pod ${pod}: the handover settings are invalid: ${parsed.reason}` } };
     }
     await this.reportScaleDown(key, set, pods, parsed.settings, io.record);
     const current = this.withoutHandledRequests(namespace, pods);
@@ -104,6 +107,7 @@ export class HandoverRunner {
       pods: current,
       replacing,
       updateRevision: set.status?.updateRevision,
+      ...(scaleDownTo ? { scaleDownTo } : {}),
       now: io.now,
       answer: this.answers.get(key),
     });

@@ -12,7 +12,8 @@ export const HANDOVER_STATE_ANNOTATION = 'rollguard.io/handover-state';
 export const HANDOVER_REQUEST_ANNOTATION = 'rollguard.io/handover';
 export const HANDOVER_REQUEST_VALUE = 'requested';
 
-export type HandoverTrigger = 'rollout' | 'requested';
+/** What asked for the handover: a partition step, a person's (or the eviction guard's) request, a held scale-down. */
+export type HandoverTrigger = 'rollout' | 'requested' | 'scale-down';
 
 export interface HandoverState {
   /** The primary's pod name and uid when the handover started: a recreated pod is another pod. */
@@ -43,7 +44,7 @@ function isState(value: unknown): value is HandoverState {
     typeof v.from === 'string' &&
     typeof v.fromUid === 'string' &&
     typeof v.to === 'string' &&
-    (v.trigger === 'rollout' || v.trigger === 'requested') &&
+    (v.trigger === 'rollout' || v.trigger === 'requested' || v.trigger === 'scale-down') &&
     typeof v.startedAt === 'string' &&
     Number.isSafeInteger(v.attempt) &&
     typeof v.fallback === 'boolean' &&

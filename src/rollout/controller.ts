@@ -17,6 +17,7 @@ import { annotatedLastStep } from './last-step.js';
 import { createPodInformer } from './pod-cache.js';
 import { RolloutReconciler } from './reconciler.js';
 import { HandoverRunner, handoverSummary, type HandoverSummary } from '../handover/runner.js';
+import { heldScaleDown } from '../handover/scale-down.js';
 
 /** Reconciles at once; each is a cache read and at most one write, and a set is never worked on twice at once. */
 export const DEFAULT_ROLLOUT_WORKERS = 2;
@@ -76,6 +77,8 @@ export interface RolloutSummary {
   lastStepAt?: string;
   /** The primary handover in flight (src/handover). */
   handover?: HandoverSummary;
+  /** A scale-down held at `replicas` until the primary has left the pods it removes (rollguard.io/wanted-replicas). */
+  wantedReplicas?: number;
 }
 
 export interface RolloutControllerStatus {
@@ -228,10 +231,11 @@ export function createRolloutController(opts: RolloutControllerOptions): Rollout
       if (ownSets && !current) return { rollouts: [] };
       const rollouts: RolloutSummary[] = sets.store
         .list()
-        .filter((set) => isHealthGated(set) && (inProgress(set) || handoverSummary(set) !== undefined))
+        .filter((set) => isHealthGated(set) && (inProgress(set) || handoverSummary(set) !== undefined || heldScaleDown(set).kind === 'held'))
         .map((set) => {
           const key = keyOf(set);
           const handover = handoverSummary(set);
+          const scaleDown = heldScaleDown(set);
           const state = current?.state(key);
           const lastStep = state?.lastStepAt ?? annotatedLastStep(set);
           return {
@@ -244,6 +248,7 @@ export function createRolloutController(opts: RolloutControllerOptions): Rollout
             ...(state?.blockedBy !== undefined ? { blockedBy: state.blockedBy } : {}),
             ...(lastStep !== undefined ? { lastStepAt: lastStep.toISOString() } : {}),
             ...(handover !== undefined ? { handover } : {}),
+            ...(scaleDown.kind === 'held' ? { wantedReplicas: scaleDown.wanted } : {}),
           };
         })
         .sort((a, b) => objectKey(a.namespace, a.name).localeCompare(objectKey(b.namespace, b.name)));

@@ -21,10 +21,16 @@ import { lastStepAt, lastStepOp } from './last-step.js';
 import { podsReplacedBy } from './replaced-pods.js';
 import type { HandoverRunner } from '../handover/runner.js';
 import { wantsHandover } from '../handover/settings.js';
+import { applyScaleDownOps, dropRecordOps, heldScaleDown, WANTED_REPLICAS_ANNOTATION, type HeldScaleDown } from '../handover/scale-down.js';
 
 /** Event reasons besides the decision's own (PartitionUpdate, RolloutComplete, Hold). */
 export const REASON_ROLLOUT_BLOCKED = 'RolloutBlocked';
 export const REASON_FORCED_ROLLBACK = 'ForcedRollback';
+/** A held scale-down (rollguard.io/wanted-replicas): waiting for a handover, applied, or its record dropped. */
+export const REASON_SCALE_DOWN_HELD = 'ScaleDownHeld';
+export const REASON_SCALED_DOWN = 'ScaledDown';
+export const REASON_SCALE_DOWN_DROPPED = 'ScaleDownDropped';
+const ACTION_SCALE = 'Scale';
 /** A hold written because the spec changed is the same kind of change as the decision's own holds. */
 const HOLD_EVENT: PartitionEvent = 'Hold';
 const ACTION_UPDATE_PARTITION = 'UpdatePartition';
@@ -125,6 +131,8 @@ export class RolloutReconciler {
   /** Sets whose partition must go back to replicas before anything else, with the reason. */
   private readonly pendingHold = new Map<string, string>();
   private readonly lastSteps = new Map<string, Date>();
+  /** The wanted count whose ScaleDownHeld Event this term recorded, by set. */
+  private readonly heldNoted = new Map<string, string>();
   /** The resourceVersion each set had when this process last wrote it; the cache has not caught up while it still shows it. */
   private readonly writtenFrom = new Map<string, string>();
   private readonly healthResults = new Map<string, HealthEntry>();
@@ -165,6 +173,7 @@ export class RolloutReconciler {
   forget(key: string): void {
     this.pendingHold.delete(key);
     this.lastSteps.delete(key);
+    this.heldNoted.delete(key);
     this.writtenFrom.delete(key);
     this.healthResults.delete(key);
     this.deps.handover?.forget(key);
@@ -203,8 +212,13 @@ export class RolloutReconciler {
     }
 
     const now = this.now();
-    const healthCheck = this.takeHealthResult(key, set, now);
     const pods = this.deps.podsOf(namespace, name);
+    const { handover } = this.deps;
+    if (handover && wantsHandover(set)) {
+      const held = heldScaleDown(set);
+      if (held.kind !== 'none') return this.scaleDown(key, set, pods, held, handover, now);
+    }
+    const healthCheck = this.takeHealthResult(key, set, now);
     const decision = decideRollout({
       set,
       pods,
@@ -214,7 +228,6 @@ export class RolloutReconciler {
       defaultMinReadySeconds: this.deps.defaultMinReadySeconds,
       healthCheck,
     });
-    const { handover } = this.deps;
     if (handover && wantsHandover(set)) {
       const gate = await handover.gate(key, set, pods, podsReplacedBy(decision, set, pods), {
         write: async (ops) => {
@@ -230,6 +243,61 @@ export class RolloutReconciler {
       }
     }
     return this.apply(key, set, decision, now);
+  }
+
+  /**
+   * A scale-down the webhook held: the pods it removes pass the handover gate first (the
+   * candidate is a pod that stays), then replicas = wanted in one write with the record
+   * removed. The rollout waits meanwhile: one handover in flight per set.
+   */
+  private async scaleDown(key: string, set: V1StatefulSet, pods: V1Pod[], held: Exclude<HeldScaleDown, { kind: 'none' }>, handover: HandoverRunner, now: Date): Promise<RolloutReconcileResult> {
+    const log = this.deps.logger;
+    if (held.kind !== 'held') {
+      await this.patch(key, set, dropRecordOps(held.raw));
+      const message =
+        held.kind === 'unreadable'
+          ? `Removed ${WANTED_REPLICAS_ANNOTATION}: ${JSON.stringify(held.raw.slice(0, 100))} is not a replica count; nothing is scaled down`
+          : `Removed ${WANTED_REPLICAS_ANNOTATION}=${held.wanted}: replicas is ${held.replicas} now, nothing is left to scale down`;
+      log.info({ statefulSet: key, wanted: held.raw }, message);
+      await this.record(set, { type: held.kind === 'unreadable' ? 'Warning' : 'Normal', reason: REASON_SCALE_DOWN_DROPPED, message, action: ACTION_SCALE });
+      return {};
+    }
+    let why: string;
+    if (held.wanted === 0) {
+      why = 'no pod stays to take the primary role, so it stops with the set';
+    } else {
+      await this.noteHeld(key, set, held);
+      const gate = await handover.gate(
+        key,
+        set,
+        pods,
+        held.removing,
+        { write: async (ops) => { if (ops.length > 0) await this.patch(key, set, ops); }, record: (spec) => this.record(set, spec), now },
+        { replicas: held.wanted, ordinalStart: set.spec?.ordinals?.start ?? 0 },
+      );
+      if (!gate.open) {
+        if (gate.blocked) return this.apply(key, set, { action: 'blocked', ...gate.blocked }, now);
+        this.blocked.clear(key, now.getTime());
+        return gate.requeueAfterMs !== undefined ? { requeueAfterMs: gate.requeueAfterMs } : {};
+      }
+      why = `no pod it removes (${held.removing.join(', ')}) is the primary`;
+    }
+    await this.patch(key, set, applyScaleDownOps(set, held));
+    this.heldNoted.delete(key);
+    this.blocked.clear(key, now.getTime());
+    const message = `Scaled down from ${held.replicas} to ${held.wanted} replicas (${WANTED_REPLICAS_ANNOTATION}): ${why}`;
+    log.info({ statefulSet: key, from: held.replicas, to: held.wanted }, message);
+    await this.record(set, { type: held.wanted === 0 ? 'Warning' : 'Normal', reason: REASON_SCALED_DOWN, message, action: ACTION_SCALE });
+    return {};
+  }
+
+  /** One Event per held count: the scale-down waits for the primary role to move. */
+  private async noteHeld(key: string, set: V1StatefulSet, held: Extract<HeldScaleDown, { kind: 'held' }>): Promise<void> {
+    if (this.heldNoted.get(key) === held.raw) return;
+    this.heldNoted.set(key, held.raw);
+    const message = `Scale-down from ${held.replicas} to ${held.wanted} replicas held at ${held.replicas} until no pod it removes (${held.removing.join(', ')}) is the primary: a scale-down deletes pods without an eviction`;
+    this.deps.logger.info({ statefulSet: key, from: held.replicas, to: held.wanted }, message);
+    await this.record(set, { type: 'Normal', reason: REASON_SCALE_DOWN_HELD, message, action: ACTION_SCALE });
   }
 
   private async apply(key: string, set: V1StatefulSet, decision: RolloutDecision, now: Date): Promise<RolloutReconcileResult> {

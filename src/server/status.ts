@@ -36,6 +36,8 @@ export interface PublicRollout {
   blocked_by?: string;
   /** The primary handover in flight: pods, attempt, since when; what the endpoint answered is in the Events. */
   handover?: { from: string; to: string; attempt: number; fallback: boolean; started_at: string; paused: boolean };
+  /** A scale-down held at `replicas` until the primary role has left the pods it removes. */
+  wanted_replicas?: number;
 }
 
 export function publicRollout(r: RolloutSummary): PublicRollout {
@@ -51,6 +53,7 @@ export function publicRollout(r: RolloutSummary): PublicRollout {
     ...(r.handover !== undefined
       ? { handover: { from: r.handover.from, to: r.handover.to, attempt: r.handover.attempt, fallback: r.handover.fallback, started_at: r.handover.startedAt, paused: r.handover.paused } }
       : {}),
+    ...(r.wantedReplicas !== undefined ? { wanted_replicas: r.wantedReplicas } : {}),
   };
 }
 
