@@ -37,15 +37,16 @@ export function scaleHoldOps(oldSet: V1StatefulSet | undefined, newSet: V1Statef
   if (oldSet === undefined || !holdsScaleDowns(newSet) || !newSet.spec) return [];
   const from = replicasOf(oldSet);
   const to = replicasOf(newSet);
-  const annotations = newSet.metadata?.annotations;
-  const recorded = annotations?.[WANTED_REPLICAS_ANNOTATION];
+  // a handover-enabled set has annotations: its primary selector is one
+  const recorded = newSet.metadata?.annotations?.[WANTED_REPLICAS_ANNOTATION];
   if (to > from) return recorded === undefined ? [] : [{ op: 'remove', path: WANTED_PATH }];
   if (to === from) return [];
   const released = recorded === undefined && oldSet.metadata?.annotations?.[WANTED_REPLICAS_ANNOTATION] === String(to);
   if (released) return [];
-  const wanted = String(to);
-  const record: Operation = annotations ? { op: 'add', path: WANTED_PATH, value: wanted } : { op: 'add', path: '/metadata/annotations', value: { [WANTED_REPLICAS_ANNOTATION]: wanted } };
-  return [{ op: newSet.spec.replicas === undefined ? 'add' : 'replace', path: '/spec/replicas', value: from }, record];
+  return [
+    { op: newSet.spec.replicas === undefined ? 'add' : 'replace', path: '/spec/replicas', value: from },
+    { op: 'add', path: WANTED_PATH, value: String(to) },
+  ];
 }
 
 /** The controller half: what the wanted-replicas record on a handover-enabled set asks for. */

@@ -252,3 +252,38 @@ describe('decideHandover, driven to the end (fast-check)', () => {
     );
   });
 });
+
+describe('decideHandover, a held scale-down', () => {
+  const scaleDownTo = { replicas: 2, ordinalStart: 0 };
+  const pods = [pod(0, { role: 'replica' }), pod(1, { role: 'replica' }), pod(2, { role: 'primary', revision: NEW })];
+
+  it('hands the role over before the scale-down removes the primary, to a pod that stays (never one it removes)', () => {
+    const four = [...pods, pod(3, { role: 'replica', revision: NEW })];
+    const step = decideHandover(input({ pods: four, replacing: ['db-3', 'db-2'], scaleDownTo }));
+    expect(step).toMatchObject({
+      kind: 'write',
+      state: { from: 'db-2', to: 'db-0', trigger: 'scale-down' },
+      event: { reason: 'HandoverStarted', message: 'Handing the primary role over from db-2 to db-0 (attempt 1 of 3, POST :8008/switchover on the primary), before a scale-down removes pod db-2' },
+    });
+    // without the bound the updated db-3 would be chosen, and removed next
+    expect(chooseCandidate(four, 'db-2', 'db', NEW)).toBe('db-3');
+    expect(chooseCandidate(four, 'db-2', 'db', NEW, scaleDownTo)).toBe('db-0');
+  });
+
+  it('opens when no pod it removes is the primary', () => {
+    expect(decideHandover(input({ replacing: ['db-2'], scaleDownTo }))).toEqual({ kind: 'open' });
+  });
+
+  it('holds, naming the scale-down, when no pod that stays can take the role', () => {
+    const step = decideHandover(input({ pods: [pod(0, { ready: false }), pod(1, { role: 'replica' }), pod(2, { role: 'primary' })], replacing: ['db-2', 'db-1'], scaleDownTo: { replicas: 1, ordinalStart: 0 } }));
+    expect(step).toMatchObject({ kind: 'blocked', cause: 'handover:no-candidate', pod: 'db-2' });
+    expect(step.kind === 'blocked' && step.message).toBe('Scale-down held before pod db-2, the primary: no other pod of db that the scale-down to 1 keeps is Ready to take the primary role from db-2');
+  });
+
+  it('keeps the scale-down held when every attempt failed, and says so', () => {
+    const failing = state({ from: 'db-2', fromUid: 'uid-2', to: 'db-0', trigger: 'scale-down', attempt: 3 });
+    const step = decideHandover(input({ pods, replacing: ['db-2'], scaleDownTo, state: { kind: 'state', state: failing }, answer: { attempt: 3, fallback: false, failed: true, detail: 'HTTP 500' }, now: later(100) }));
+    expect(step).toMatchObject({ kind: 'write', state: { outcome: 'paused' }, result: 'paused', event: { type: 'Warning', reason: 'HandoverFailed' } });
+    expect(step.kind === 'write' && step.event?.message).toContain('every attempt failed: the scale-down stays held, pod db-2 stays primary and is not removed; rollguard tries again every 10s');
+  });
+});
