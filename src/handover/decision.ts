@@ -311,6 +311,16 @@ function continueHandover(input: HandoverInput, state: HandoverState, primaries:
       log: 'primary pod went away mid-handover',
     };
   }
+  if (state.trigger === 'scale-down' && !input.scaleDownTo) {
+    // the scale-down it was for is no longer held (raised again, or its record removed)
+    return {
+      kind: 'write',
+      state: undefined,
+      event: { type: 'Normal', reason: REASON_HANDOVER_SKIPPED, message: `Handover from ${state.from} ended: the scale-down it was for is no longer held; ${state.from} stays primary` },
+      result: 'abandoned',
+      log: 'scale-down no longer held, handover dropped',
+    };
+  }
   if (state.outcome === 'proceed') return { kind: 'open' };
 
   if (state.calledAt === undefined) {

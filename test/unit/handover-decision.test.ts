@@ -287,3 +287,13 @@ describe('decideHandover, a held scale-down', () => {
     expect(step.kind === 'write' && step.event?.message).toContain('every attempt failed: the scale-down stays held, pod db-2 stays primary and is not removed; rollguard tries again every 10s');
   });
 });
+
+describe('decideHandover, a scale-down no longer held', () => {
+  it('drops the handover it started, saying why', () => {
+    const paused = state({ from: 'db-2', fromUid: 'uid-2', to: 'db-0', trigger: 'scale-down', outcome: 'paused', calledAt: undefined, nextAt: later(5_000).toISOString() });
+    const pods = [pod(0, { role: 'replica' }), pod(1, { role: 'replica' }), pod(2, { role: 'primary' })];
+    const step = decideHandover(input({ pods, state: { kind: 'state', state: paused } }));
+    expect(step).toMatchObject({ kind: 'write', state: undefined, result: 'abandoned', event: { reason: 'HandoverSkipped' } });
+    expect(step.kind === 'write' && step.event?.message).toBe('Handover from db-2 ended: the scale-down it was for is no longer held; db-2 stays primary');
+  });
+});
