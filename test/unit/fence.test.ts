@@ -9,6 +9,7 @@ import {
 import { DIGESTS_ANNOTATION } from '../../src/restarter/digests.js';
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
 import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_STATE_ANNOTATION } from '../../src/handover/state.js';
+import { WANTED_REPLICAS_ANNOTATION } from '../../src/handover/scale-down.js';
 
 const read = (file: string): string => fs.readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8');
 const BASE = 'deploy/base/admission-policy.yaml';
@@ -39,7 +40,16 @@ function setAnnotations(file: string): string[] {
 // missing here would have the fence deny rollguard's own patch.
 describe('the fence (deploy/base/admission-policy.yaml)', () => {
   it('lets rollguard write every StatefulSet annotation it writes, and no other', () => {
-    expect(setAnnotations(BASE)).toEqual([LAST_STEP_ANNOTATION, LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION, DIGESTS_ANNOTATION, HANDOVER_STATE_ANNOTATION]);
+    expect(setAnnotations(BASE)).toEqual([LAST_STEP_ANNOTATION, LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION, DIGESTS_ANNOTATION, HANDOVER_STATE_ANNOTATION, WANTED_REPLICAS_ANNOTATION]);
+  });
+
+  it('lets rollguard change replicas only to the count a held scale-down recorded, and only remove that record', () => {
+    for (const file of [BASE, CHART]) {
+      const text = read(file);
+      expect(text, file).toContain(`((object.spec.?replicas == oldObject.spec.?replicas || variables.appliesHeldScaleDown) ? [] : ['spec.replicas'])`);
+      expect(text, file).toContain(`string(object.spec.?replicas.orValue(1)) == variables.oldSet['${WANTED_REPLICAS_ANNOTATION}']`);
+      expect(text, file).toContain(`message: rollguard only removes ${WANTED_REPLICAS_ANNOTATION}`);
+    }
   });
 
   it('lets rollguard write the same annotations on Deployments and DaemonSets, but for the partition step\'s', () => {
