@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
-import { CoreV1Api, type KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, type KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
 import { pino, type Logger } from 'pino';
 import type { Config } from './config.js';
 import { loadKubeConfig } from './kube/kubeconfig.js';
@@ -11,6 +11,7 @@ import { createMetrics } from './metrics.js';
 import { createAdmissionHandler } from './admission/handler.js';
 import { holdPartitionMutator } from './admission/partition-hold-mutator.js';
 import { holdScaleDownMutator } from './admission/scale-hold-mutator.js';
+import { createScaleHandler } from './handover/scale-handler.js';
 import { EventRecorder } from './kube/events.js';
 import { createRestarterController } from './restarter/controller.js';
 import { dialectFor, type CompatMode } from './compat/stackable.js';
@@ -127,6 +128,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       logger: logger.child({ component: 'admission' }),
     }),
     evictionHandler: evictionGuard(kubeConfig, restarter.statefulSets.store, config.evictionDeferMax, logger, new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger })),
+    scaleHandler: scaleGuard(kubeConfig, restarter.statefulSets.store, logger),
     readiness: currentReadiness,
     logger: logger.child({ server: 'webhook' }),
     metrics,
@@ -253,6 +255,18 @@ function evictionGuard(
       ),
     maxDeferMs,
     logger: logger.child({ component: 'eviction-guard' }),
+  });
+}
+
+/** The scale-down hold at the scale subresource: the set from the shared cache, one PATCH of its record. */
+function scaleGuard(kubeConfig: KubeConfig, sets: { get(namespace: string, name: string): V1StatefulSet | undefined }, logger: Logger): ReturnType<typeof createScaleHandler> {
+  const apps = kubeConfig.makeApiClient(AppsV1Api);
+  return createScaleHandler({
+    statefulSet: (namespace, name) => sets.get(namespace, name),
+    patchSet: async (namespace, name, ops) => {
+      await apps.patchNamespacedStatefulSet({ name, namespace, body: ops });
+    },
+    logger: logger.child({ component: 'scale-guard' }),
   });
 }
 

@@ -24,6 +24,26 @@ export function webhookEntryName(label: string): string {
   return label === ENABLED_LABEL ? 'statefulsets.rollguard.io' : 'stackable-statefulsets.rollguard.io';
 }
 
+/** The name of the entry for the scale subresource of StatefulSets. */
+export const SCALE_WEBHOOK_NAME = 'scale.statefulsets.rollguard.io';
+
+/**
+ * The scale subresource's entry: a Scale carries no labels, so no objectSelector (the handler
+ * looks the set up in its cache); it records a held scale-down on the set (NoneOnDryRun).
+ */
+function scaleWebhook(opts: WebhookRegistrationOptions): V1MutatingWebhook {
+  return {
+    name: SCALE_WEBHOOK_NAME,
+    clientConfig: { url: `https://127.0.0.1:${opts.port}/mutate-scale` },
+    rules: [{ operations: ['UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: ['statefulsets/scale'] }],
+    namespaceSelector: opts.namespaceSelector,
+    failurePolicy: opts.failurePolicy ?? 'Ignore',
+    sideEffects: 'NoneOnDryRun',
+    admissionReviewVersions: ['v1'],
+    timeoutSeconds: opts.timeoutSeconds ?? 5,
+  };
+}
+
 /**
  * Registers rollguard's webhook by URL on loopback, as envtest does. The caBundle is left empty:
  * rollguard injects it (it runs with --webhook-configuration=name).
@@ -33,21 +53,24 @@ export async function registerWebhook(kc: KubeConfig, opts: WebhookRegistrationO
   await api.createMutatingWebhookConfiguration({
     body: {
       metadata: { name: opts.name },
-      webhooks: enabledLabels(opts.compat ?? '').map(
-        (label): V1MutatingWebhook => ({
-          name: webhookEntryName(label),
-          clientConfig: { url: `https://127.0.0.1:${opts.port}/mutate` },
-          // Stackable's opt-in is for StatefulSets; rollguard's own for the three kinds
-          rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: label === ENABLED_LABEL ? Object.values(WORKLOAD_PLURALS) : ['statefulsets'] }],
-          objectSelector: { matchLabels: { [label]: 'true' } },
-          namespaceSelector: opts.namespaceSelector,
-          failurePolicy: opts.failurePolicy ?? 'Ignore',
-          sideEffects: 'None',
-          reinvocationPolicy: 'IfNeeded',
-          admissionReviewVersions: ['v1'],
-          timeoutSeconds: opts.timeoutSeconds ?? 5,
-        }),
-      ),
+      webhooks: [
+        ...enabledLabels(opts.compat ?? '').map(
+          (label): V1MutatingWebhook => ({
+            name: webhookEntryName(label),
+            clientConfig: { url: `https://127.0.0.1:${opts.port}/mutate` },
+            // Stackable's opt-in is for StatefulSets; rollguard's own for the three kinds
+            rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: label === ENABLED_LABEL ? Object.values(WORKLOAD_PLURALS) : ['statefulsets'] }],
+            objectSelector: { matchLabels: { [label]: 'true' } },
+            namespaceSelector: opts.namespaceSelector,
+            failurePolicy: opts.failurePolicy ?? 'Ignore',
+            sideEffects: 'None',
+            reinvocationPolicy: 'IfNeeded',
+            admissionReviewVersions: ['v1'],
+            timeoutSeconds: opts.timeoutSeconds ?? 5,
+          }),
+        ),
+        scaleWebhook(opts),
+      ],
     },
   });
   return {

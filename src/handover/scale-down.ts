@@ -91,3 +91,29 @@ export function applyScaleDownOps(set: V1StatefulSet, held: Extract<HeldScaleDow
   if (partition !== undefined && partition > held.wanted) ops.push(...partitionPatch(set, held.wanted));
   return ops;
 }
+
+/**
+ * A write of the scale subresource (`kubectl scale`, an autoscaler). Its admission object is an
+ * autoscaling/v1 Scale: no labels (an objectSelector never matches it) and no annotations (the
+ * API server copies only spec.replicas to the set), so the record has to be written on the set
+ * itself, which the scale handler does with one PATCH.
+ * - hold: keep `from` in the Scale, record `to` on the set;
+ * - drop: replicas raised while held, remove the record;
+ * - pass: anything else, or a set that does not hold scale-downs.
+ */
+export type ScaleWrite = { kind: 'pass' } | { kind: 'hold'; from: number; to: number } | { kind: 'drop'; raw: string };
+
+export function decideScaleWrite(set: V1StatefulSet | undefined, from: number | undefined, to: number | undefined): ScaleWrite {
+  if (set === undefined || from === undefined || to === undefined || !holdsScaleDowns(set)) return { kind: 'pass' };
+  if (to < from) return { kind: 'hold', from, to };
+  const raw = set.metadata?.annotations?.[WANTED_REPLICAS_ANNOTATION];
+  return to > from && raw !== undefined ? { kind: 'drop', raw } : { kind: 'pass' };
+}
+
+/** The JSON Patch of the set that records a scale-down held at the scale subresource; fails on another set of the name. */
+export function recordOps(uid: string, wanted: number): Operation[] {
+  return [
+    { op: 'test', path: '/metadata/uid', value: uid },
+    { op: 'add', path: WANTED_PATH, value: String(wanted) },
+  ];
+}

@@ -58,6 +58,8 @@ export interface WebhookServerOptions {
   handler: AdmissionHandler;
   /** POST /validate-eviction: the primary handover's eviction guard (src/handover); absent: no such route. */
   evictionHandler?: (review: unknown) => Promise<HandlerResult>;
+  /** POST /mutate-scale: holds a scale-down of a handover-enabled set at the scale subresource (src/handover); absent: no such route. */
+  scaleHandler?: (review: unknown) => Promise<HandlerResult>;
   readiness: () => Readiness;
   logger: Logger;
   metrics: Metrics;
@@ -218,6 +220,13 @@ function buildApp(opts: WebhookServerOptions, state: ServerState) {
   if (evictionHandler) {
     app.post('/validate-eviction', { schema: { body: ADMISSION_REVIEW_SCHEMA } }, async (request, reply) => {
       const result = await evictionHandler(request.body);
+      return reply.code(result.status).send(result.body);
+    });
+  }
+  const { scaleHandler } = opts;
+  if (scaleHandler) {
+    app.post('/mutate-scale', { schema: { body: ADMISSION_REVIEW_SCHEMA } }, async (request, reply) => {
+      const result = await scaleHandler(request.body);
       return reply.code(result.status).send(result.body);
     });
   }

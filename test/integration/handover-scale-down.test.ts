@@ -171,6 +171,52 @@ describe('scale-down of a handover-enabled StatefulSet (rollguard as a process, 
     expect((await events('stuck')).map((e) => e.reason).at(-1)).toBe('HandoverSkipped');
   });
 
+  it('`kubectl scale` from 3 to 2 with the primary on ordinal 2: held at the scale subresource, handed over, then 2 replicas; a server dry run records nothing', async () => {
+    printProcessLogsOnFailure([fixture.rollguard]);
+    const app = await dbSet('scaled', 2);
+    const kubectl = (...args: string[]): string =>
+      execFileSync(path.join(controlPlaneBinaries(), 'kubectl'), [`--kubeconfig=${kubeconfigPath}`, '-n', fixture.ns, ...args], { encoding: 'utf8' });
+    kubectl('scale', 'statefulset/scaled', '--replicas=1', '--dry-run=server');
+    expect((await readSet('scaled')).metadata?.annotations?.[WANTED_REPLICAS_ANNOTATION], 'a dry run has no side effects').toBeUndefined();
+    kubectl('scale', 'statefulset/scaled', '--replicas=2');
+    const held = await readSet('scaled');
+    expect([held.spec?.replicas, held.metadata?.annotations?.[WANTED_REPLICAS_ANNOTATION]]).toEqual([3, '2']);
+    await settled('scaled', 2);
+    expect(app.primaryDeletions).toEqual([]);
+    expect(['scaled-0', 'scaled-1']).toContain(app.primary());
+    expect(await labelledPrimaries('scaled')).toEqual([app.primary()]);
+    expect((await events('scaled')).map((e) => e.reason)).toEqual(['ScaleDownHeld', 'HandoverStarted', 'HandoverSucceeded', 'ScaledDown']);
+  });
+
+  it('the webhook missed the scale-down (unreachable, failurePolicy Ignore): the primary goes without a handover, recorded as a Warning', async () => {
+    printProcessLogsOnFailure([fixture.rollguard]);
+    const app = await dbSet('missed', 2);
+    const admission = kc.makeApiClient(AdmissionregistrationV1Api);
+    const registered = await admission.readMutatingWebhookConfiguration({ name: fixture.ns });
+    const dead = await freePort();
+    const away = (url: string | undefined): string => (url ?? '').replace(/127\.0\.0\.1:\d+/, `127.0.0.1:${dead}`);
+    await admission.replaceMutatingWebhookConfiguration({
+      name: fixture.ns,
+      body: { ...registered, webhooks: registered.webhooks!.map((w) => ({ ...w, clientConfig: { ...w.clientConfig, url: away(w.clientConfig.url) } })) },
+    });
+    try {
+      await waitUntil('the scale-down stored unheld', async () => {
+        const stored = await scaleBySpec('missed', 2).catch(() => undefined);
+        return stored?.spec?.replicas === 2 || `replicas ${stored?.spec?.replicas}`;
+      });
+    } finally {
+      const now = await admission.readMutatingWebhookConfiguration({ name: fixture.ns });
+      await admission.replaceMutatingWebhookConfiguration({ name: fixture.ns, body: { ...now, webhooks: now.webhooks!.map((w, i) => ({ ...w, clientConfig: { ...w.clientConfig, url: registered.webhooks![i]!.clientConfig.url } })) } });
+    }
+    let warning = '';
+    await waitUntil('a PrimaryScaledDown Warning', async () => {
+      warning = (await events('missed')).find((e) => e.reason === 'PrimaryScaledDown')?.message ?? '';
+      return warning !== '' || 'none yet';
+    }, { timeoutMs: 30_000 });
+    expect(warning).toContain('Scaled down to 2 replicas: pod missed-2, the primary, is removed by the StatefulSet controller without a handover');
+    expect(app.calls).toEqual([]);
+  });
+
   it('the webhook registered for statefulsets/scale with the objectSelector of the set does not see kubectl scale; without one it does', async () => {
     printProcessLogsOnFailure([fixture.rollguard]);
     await apps.createNamespacedStatefulSet({ namespace: fixture.ns, body: statefulSet('probe', { replicas: 1, labels: { [ENABLED_LABEL]: 'true' } }) });

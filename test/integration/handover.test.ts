@@ -284,19 +284,6 @@ describe('primary handover (rollguard as a process, fake replicated application)
     expect(log).not.toContain(authorization.slice('Basic '.length));
   });
 
-  it('a scale-down that removes the primary is recorded as a Warning on the set', async () => {
-    printProcessLogsOnFailure([fixture.rollguard]);
-    const { app } = await dbSet('shrink', () => ({}), 2);
-    await apps.patchNamespacedStatefulSet({ name: 'shrink', namespace: fixture.ns, body: [{ op: 'replace', path: '/spec/replicas', value: 2 }] });
-    let warning = '';
-    await waitUntil('a PrimaryScaledDown Warning', async () => {
-      warning = (await events('shrink')).find((e) => e.reason === 'PrimaryScaledDown')?.message ?? '';
-      return warning !== '' || 'none yet';
-    }, { timeoutMs: 30_000 });
-    expect(warning).toContain('Scaled down to 2 replicas: pod shrink-2, the primary, is removed by the StatefulSet controller without a handover');
-    expect(app.calls).toEqual([]);
-  });
-
   it('eviction guard: the primary is deferred with 429 until the role moved; a replica at once; rollguard unreachable: allowed', async () => {
     printProcessLogsOnFailure([fixture.rollguard]);
     const { app } = await dbSet('evict', () => ({}), 0);

@@ -290,7 +290,7 @@ describe('deploy manifests', () => {
     const mwc = only<V1MutatingWebhookConfiguration>(objects, 'MutatingWebhookConfiguration');
     const config = rollguardConfig(only<V1Deployment>(objects, 'Deployment'));
     expect(mwc.metadata!.name).toBe(config.webhookConfiguration);
-    expect(mwc.webhooks).toHaveLength(1);
+    expect(mwc.webhooks).toHaveLength(2);
     const hook = mwc.webhooks![0]!;
     expect(hook.name).toBe('statefulsets.rollguard.io');
     expect(hook.failurePolicy).toBe('Ignore');
@@ -306,6 +306,12 @@ describe('deploy manifests', () => {
     expect(hook.admissionReviewVersions).toEqual(['v1']);
     expect(hook.timeoutSeconds).toBeLessThanOrEqual(5);
     expect(hook.clientConfig.caBundle ?? '', 'rollguard injects the caBundle').toBe('');
+    // the scale subresource: a Scale has no labels, so no objectSelector; it records on the set (not on a dry run)
+    const scale = mwc.webhooks![1]!;
+    expect([scale.name, scale.objectSelector, scale.failurePolicy, scale.sideEffects]).toEqual(['scale.statefulsets.rollguard.io', undefined, 'Ignore', 'NoneOnDryRun']);
+    expect(scale.rules).toEqual([expect.objectContaining({ apiGroups: ['apps'], apiVersions: ['v1'], operations: ['UPDATE'], resources: ['statefulsets/scale'] })]);
+    expect(scale.namespaceSelector).toEqual(hook.namespaceSelector);
+    expect(scale.clientConfig.caBundle ?? '', 'rollguard injects the caBundle').toBe('');
   });
 
   it.each(['kustomize base', 'helm release "rg", one replica, no leader election'])(
@@ -323,7 +329,8 @@ describe('deploy manifests', () => {
 
       const mwc = objects.filter((o) => o.kind === 'MutatingWebhookConfiguration') as V1MutatingWebhookConfiguration[];
       for (const hook of mwc.flatMap((m) => m.webhooks ?? [])) {
-        expect(hook.clientConfig.service).toEqual({ name: config.serviceName, namespace: config.namespace, path: '/mutate', port: 443 });
+        const path = hook.name === 'scale.statefulsets.rollguard.io' ? '/mutate-scale' : '/mutate';
+        expect(hook.clientConfig.service).toEqual({ name: config.serviceName, namespace: config.namespace, path, port: 443 });
         expect(hook.namespaceSelector?.matchExpressions?.[0]?.values).toEqual([config.namespace]);
       }
 
@@ -341,6 +348,7 @@ describe('deploy manifests', () => {
     expect(hooks.map((h) => [h.name, h.objectSelector])).toEqual([
       ['statefulsets.rollguard.io', { matchLabels: { [ENABLED_LABEL]: 'true' } }],
       ['stackable-statefulsets.rollguard.io', { matchLabels: { 'restarter.stackable.tech/enabled': 'true' } }],
+      ['scale.statefulsets.rollguard.io', undefined],
     ]);
     expect(hooks[1]).toEqual({ ...hooks[0], name: hooks[1]!.name, objectSelector: hooks[1]!.objectSelector });
     const policy = (n: string): string => JSON.stringify(objects.find((o) => o.kind === 'ValidatingAdmissionPolicy' && o.metadata?.name === n));

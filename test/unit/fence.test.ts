@@ -43,12 +43,12 @@ describe('the fence (deploy/base/admission-policy.yaml)', () => {
     expect(setAnnotations(BASE)).toEqual([LAST_STEP_ANNOTATION, LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION, DIGESTS_ANNOTATION, HANDOVER_STATE_ANNOTATION, WANTED_REPLICAS_ANNOTATION]);
   });
 
-  it('lets rollguard change replicas only to the count a held scale-down recorded, and only remove that record', () => {
+  it('lets rollguard change replicas only to the count a held scale-down recorded, and write that record only as a count below replicas', () => {
     for (const file of [BASE, CHART]) {
       const text = read(file);
       expect(text, file).toContain(`((object.spec.?replicas == oldObject.spec.?replicas || variables.appliesHeldScaleDown) ? [] : ['spec.replicas'])`);
       expect(text, file).toContain(`string(object.spec.?replicas.orValue(1)) == variables.oldSet['${WANTED_REPLICAS_ANNOTATION}']`);
-      expect(text, file).toContain(`message: rollguard only removes ${WANTED_REPLICAS_ANNOTATION}`);
+      expect(text, file).toContain(`int(variables.newSet['${WANTED_REPLICAS_ANNOTATION}']) < object.spec.?replicas.orValue(1))`);
     }
   });
 
