@@ -5,7 +5,7 @@ import { admit } from '../../src/admission/admit.js';
 import { holdPartitionMutator } from '../../src/admission/partition-hold-mutator.js';
 import type { AdmissionRequest } from '../../src/admission/review.js';
 import { holdScaleDownMutator } from '../../src/admission/scale-hold-mutator.js';
-import { applyScaleDownOps, heldScaleDown, WANTED_REPLICAS_ANNOTATION } from '../../src/handover/scale-down.js';
+import { applyScaleDownOps, decideScaleWrite, heldScaleDown, recordOps, WANTED_REPLICAS_ANNOTATION } from '../../src/handover/scale-down.js';
 import { PRIMARY_SELECTOR_ANNOTATION } from '../../src/handover/settings.js';
 import { HEALTH_GATED_ANNOTATION, HEALTH_GATED_VALUE } from '../../src/rollout/decision.js';
 
@@ -127,5 +127,26 @@ describe('heldScaleDown (the leader)', () => {
     // a newer record (a person's) makes the write fail instead of applying the old one
     const newer = set(3, { [WANTED_REPLICAS_ANNOTATION]: '1' });
     expect(() => jsonpatch.applyPatch(structuredClone(newer), applyScaleDownOps(newer, held))).toThrow();
+  });
+});
+
+describe('decideScaleWrite (the scale subresource)', () => {
+  const enabled = set(3, {});
+  it('holds a scale-down of a handover-enabled set, at the old count, recording the new one', () => {
+    expect(decideScaleWrite(enabled, 3, 2)).toEqual({ kind: 'hold', from: 3, to: 2 });
+    expect(recordOps('uid-1', 2)).toEqual([
+      { op: 'test', path: '/metadata/uid', value: 'uid-1' },
+      { op: 'add', path: '/metadata/annotations/rollguard.io~1wanted-replicas', value: '2' },
+    ]);
+  });
+
+  it('drops the record of a held set that is scaled up, and passes everything else', () => {
+    expect(decideScaleWrite(set(3, { [WANTED_REPLICAS_ANNOTATION]: '2' }), 3, 4)).toEqual({ kind: 'drop', raw: '2' });
+    expect(decideScaleWrite(enabled, 3, 4)).toEqual({ kind: 'pass' });
+    expect(decideScaleWrite(enabled, 3, 3)).toEqual({ kind: 'pass' });
+    expect(decideScaleWrite(undefined, 3, 2), 'a set not in the cache: not opted in').toEqual({ kind: 'pass' });
+    const plain: V1StatefulSet = { metadata: { labels: { 'rollguard.io/enabled': 'true' }, annotations: { [HEALTH_GATED_ANNOTATION]: HEALTH_GATED_VALUE } }, spec: { replicas: 3 } as V1StatefulSet['spec'] };
+    expect(decideScaleWrite(plain, 3, 2)).toEqual({ kind: 'pass' });
+    expect(decideScaleWrite(enabled, undefined, 2)).toEqual({ kind: 'pass' });
   });
 });
