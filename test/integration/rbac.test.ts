@@ -26,6 +26,8 @@ import { STACKABLE_ENABLED_LABEL, enabledLabels } from '../../src/compat/stackab
 import { webhookEntryName } from '../../src/dev/webhook-registration.js';
 import { HEALTH_GATED_ANNOTATION, HEALTH_GATED_VALUE } from '../../src/rollout/decision.js';
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
+import { WANTED_REPLICAS_ANNOTATION } from '../../src/handover/scale-down.js';
+import { HANDOVER_ANNOTATE_ANNOTATION, PRIMARY_SELECTOR_ANNOTATION } from '../../src/handover/settings.js';
 
 const ROLLGUARD_NAMESPACE = 'rollguard-system';
 
@@ -303,6 +305,7 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
     await sa.core.patchNamespacedPod({ name: 'gated-1', namespace: workloads, body: [{ op: 'remove', path: '/metadata/annotations/rollguard.io~1handover' }] });
     // rollguard's delete of a pod of an opted-in set passes the fence
     await sa.core.deleteNamespacedPod({ name: 'gated-0', namespace: workloads });
+    await walkHeldScaleDown();
     if (mode.compat === 'stackable') await walkStackablePaths();
 
     const calls = await waitFor('rollguard requests in the audit log, a Lease renewal among them', () => {
@@ -336,6 +339,39 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
     const unused = [...granted].filter((g) => !used.has(g) && !exercisedElsewhere.has(g)).sort();
     expect(unused, 'granted but never used: drop them from deploy/ (base rbac.yaml, the chart\'s rbac.yaml)').toEqual([]);
   });
+
+  /**
+   * A held scale-down through the fence: the webhook holds it in the user's write, rollguard
+   * applies it (replicas = the recorded count, the record removed); the record a scale-subresource
+   * hold writes passes too (a server dry run, which the fence judges like any write).
+   */
+  async function walkHeldScaleDown(): Promise<void> {
+    const held = statefulSet('held', {
+      replicas: 2,
+      labels: { [ENABLED_LABEL]: 'true' },
+      annotations: { [HEALTH_GATED_ANNOTATION]: HEALTH_GATED_VALUE, [PRIMARY_SELECTOR_ANNOTATION]: 'role=primary', [HANDOVER_ANNOTATE_ANNOTATION]: 'example.com/demote=true' },
+    });
+    held.spec!.podManagementPolicy = 'Parallel';
+    await apps.createNamespacedStatefulSet({ namespace: workloads, body: held });
+    await waitFor('pod held-0', () => core.readNamespacedPod({ name: 'held-0', namespace: workloads }).catch(() => undefined));
+    await core.patchNamespacedPod({ name: 'held-0', namespace: workloads, body: [{ op: 'add', path: '/metadata/labels/role', value: 'primary' }] });
+    await waitUntil('held at rest with 2 Ready pods', async () => {
+      const s = await apps.readNamespacedStatefulSet({ name: 'held', namespace: workloads });
+      return (s.status?.readyReplicas === 2 && s.spec?.updateStrategy?.rollingUpdate?.partition === 2) || `ready ${s.status?.readyReplicas}`;
+    }, { timeoutMs: 60_000 });
+    const stored = await apps.patchNamespacedStatefulSet({ name: 'held', namespace: workloads, body: [{ op: 'replace', path: '/spec/replicas', value: 1 }] });
+    expect(stored.metadata?.annotations?.[WANTED_REPLICAS_ANNOTATION], 'the webhook held the scale-down').toBe('1');
+    await waitUntil('rollguard to apply the held scale-down through the fence', async () => {
+      const s = await apps.readNamespacedStatefulSet({ name: 'held', namespace: workloads });
+      return (s.spec?.replicas === 1 && s.metadata?.annotations?.[WANTED_REPLICAS_ANNOTATION] === undefined) || `replicas ${s.spec?.replicas}, wanted ${s.metadata?.annotations?.[WANTED_REPLICAS_ANNOTATION]}`;
+    }, { timeoutMs: 30_000 });
+    await sa.apps.patchNamespacedStatefulSet({
+      name: 'held',
+      namespace: workloads,
+      dryRun: 'All',
+      body: [{ op: 'add', path: '/metadata/annotations/rollguard.io~1wanted-replicas', value: '0' }],
+    });
+  }
 
   /** --compat stackable: a Stackable set rolled through the fence, and a pod evicted at its expires-at time. */
   async function walkStackablePaths(): Promise<void> {
@@ -378,12 +414,16 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
     });
     await waitFor('pod plain-0', () => core.readNamespacedPod({ name: 'plain-0', namespace: workloads }).catch(() => undefined));
     const hooks = (await kc.makeApiClient(AdmissionregistrationV1Api).readMutatingWebhookConfiguration({ name: webhookConfiguration })).webhooks!;
+    const webAnnotations = (await apps.readNamespacedStatefulSet(set)).metadata?.annotations ?? {};
 
     const attempts: [what: string, policy: string, says: string, write: () => Promise<unknown>][] = [
       ['patch an image', fencePolicy('statefulsets'), 'this write changes spec.template.spec', patchSet([{ op: 'replace', path: '/spec/template/spec/containers/0/image', value: 'evil.example/x:1' }])],
       ['add a container', fencePolicy('statefulsets'), 'this write changes spec.template.spec', patchSet([{ op: 'add', path: '/spec/template/spec/containers/-', value: { name: 'miner', image: 'evil.example/x:1' } }])],
       ['change a template label', fencePolicy('statefulsets'), 'this write changes spec.template.metadata.labels', patchSet([{ op: 'add', path: '/spec/template/metadata/labels/extra', value: 'x' }])],
       ['scale the set', fencePolicy('statefulsets'), 'this write changes spec.replicas', patchSet([{ op: 'replace', path: '/spec/replicas', value: 5 }])],
+      ['record a scale-down on a set without a primary selector', fencePolicy('statefulsets'), 'rollguard writes rollguard.io/wanted-replicas only as a count below replicas', patchSet([{ op: 'add', path: '/metadata/annotations', value: { ...webAnnotations, [WANTED_REPLICAS_ANNOTATION]: '0' } }])],
+      ['scale to another count than the one held', fencePolicy('statefulsets'), 'this write changes spec.replicas', () =>
+        sa.apps.patchNamespacedStatefulSet({ name: 'held', namespace: workloads, body: [{ op: 'replace', path: '/spec/replicas', value: 0 }, { op: 'add', path: '/metadata/annotations/rollguard.io~1wanted-replicas', value: '0' }] })],
       ["rewrite the user's health URL", fencePolicy('statefulsets'), 'this write changes rollguard.io/health-url', patchSet([{ op: 'add', path: '/metadata/annotations', value: { 'rollguard.io/health-url': 'http://169.254.169.254/' } }])],
       ['add a foreign template annotation', fencePolicy('statefulsets'), 'this write changes example.com/x', patchSet([{ op: 'add', path: '/spec/template/metadata/annotations/example.com~1x', value: '1' }])],
       ['patch the image of a Deployment', fencePolicy('deployments-daemonsets'), 'this write changes spec.template.spec', patchDeployment([{ op: 'replace', path: '/spec/template/spec/containers/0/image', value: 'evil.example/x:1' }])],
