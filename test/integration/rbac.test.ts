@@ -414,6 +414,8 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
     });
     await waitFor('pod plain-0', () => core.readNamespacedPod({ name: 'plain-0', namespace: workloads }).catch(() => undefined));
     const hooks = (await kc.makeApiClient(AdmissionregistrationV1Api).readMutatingWebhookConfiguration({ name: webhookConfiguration })).webhooks!;
+    // a record on a set rollguard does not hold (no primary selector): only replicas = its count could apply it
+    await apps.patchNamespacedStatefulSet({ ...set, body: [{ op: 'add', path: '/metadata/annotations', value: { ...(await apps.readNamespacedStatefulSet(set)).metadata?.annotations, [WANTED_REPLICAS_ANNOTATION]: '0' } }] });
     const webAnnotations = (await apps.readNamespacedStatefulSet(set)).metadata?.annotations ?? {};
 
     const attempts: [what: string, policy: string, says: string, write: () => Promise<unknown>][] = [
@@ -421,9 +423,8 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
       ['add a container', fencePolicy('statefulsets'), 'this write changes spec.template.spec', patchSet([{ op: 'add', path: '/spec/template/spec/containers/-', value: { name: 'miner', image: 'evil.example/x:1' } }])],
       ['change a template label', fencePolicy('statefulsets'), 'this write changes spec.template.metadata.labels', patchSet([{ op: 'add', path: '/spec/template/metadata/labels/extra', value: 'x' }])],
       ['scale the set', fencePolicy('statefulsets'), 'this write changes spec.replicas', patchSet([{ op: 'replace', path: '/spec/replicas', value: 5 }])],
-      ['record a scale-down on a set without a primary selector', fencePolicy('statefulsets'), 'rollguard writes rollguard.io/wanted-replicas only as a count below replicas', patchSet([{ op: 'add', path: '/metadata/annotations', value: { ...webAnnotations, [WANTED_REPLICAS_ANNOTATION]: '0' } }])],
-      ['scale to another count than the one held', fencePolicy('statefulsets'), 'this write changes spec.replicas', () =>
-        sa.apps.patchNamespacedStatefulSet({ name: 'held', namespace: workloads, body: [{ op: 'replace', path: '/spec/replicas', value: 0 }, { op: 'add', path: '/metadata/annotations/rollguard.io~1wanted-replicas', value: '0' }] })],
+      ['record a scale-down on a set without a primary selector', fencePolicy('statefulsets'), 'rollguard writes rollguard.io/wanted-replicas only as a count below replicas', patchSet([{ op: 'add', path: '/metadata/annotations', value: { ...webAnnotations, [WANTED_REPLICAS_ANNOTATION]: '1' } }])],
+      ['apply a held scale-down at another count than the recorded one', fencePolicy('statefulsets'), 'this write changes spec.replicas', patchSet([{ op: 'replace', path: '/spec/replicas', value: 2 }, { op: 'remove', path: '/metadata/annotations/rollguard.io~1wanted-replicas' }])],
       ["rewrite the user's health URL", fencePolicy('statefulsets'), 'this write changes rollguard.io/health-url', patchSet([{ op: 'add', path: '/metadata/annotations', value: { 'rollguard.io/health-url': 'http://169.254.169.254/' } }])],
       ['add a foreign template annotation', fencePolicy('statefulsets'), 'this write changes example.com/x', patchSet([{ op: 'add', path: '/spec/template/metadata/annotations/example.com~1x', value: '1' }])],
       ['patch the image of a Deployment', fencePolicy('deployments-daemonsets'), 'this write changes spec.template.spec', patchDeployment([{ op: 'replace', path: '/spec/template/spec/containers/0/image', value: 'evil.example/x:1' }])],
