@@ -7,7 +7,7 @@ import { loadKubeConfig } from './kube/kubeconfig.js';
 import { LeaderElector } from './kube/leader-election.js';
 import { createLogger } from './logger.js';
 import { Manager, type Runnable } from './manager.js';
-import { createMetrics } from './metrics.js';
+import { createMetrics, type Metrics } from './metrics.js';
 import { createAdmissionHandler } from './admission/handler.js';
 import { holdPartitionMutator } from './admission/partition-hold-mutator.js';
 import { EventRecorder } from './kube/events.js';
@@ -99,6 +99,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     secretName: config.tlsSecret,
     serviceName: config.serviceName,
     webhookConfigurationName: config.webhookConfiguration || undefined,
+    evictionWebhookConfigurationName: config.evictionWebhookConfiguration || undefined,
     extraDnsNames: config.tlsExtraDnsNames,
     extraIpAddresses: config.tlsExtraIps,
     caValiditySeconds: config.caValidity / 1000,
@@ -125,7 +126,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       metrics,
       logger: logger.child({ component: 'admission' }),
     }),
-    evictionHandler: evictionGuard(kubeConfig, restarter.statefulSets.store, config.evictionDeferMax, logger, new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger })),
+    evictionHandler: evictionGuard(kubeConfig, restarter.statefulSets.store, config.evictionDeferMax, metrics, logger, new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger })),
     readiness: currentReadiness,
     logger: logger.child({ server: 'webhook' }),
     metrics,
@@ -228,6 +229,7 @@ function evictionGuard(
   kubeConfig: KubeConfig,
   sets: { get(namespace: string, name: string): V1StatefulSet | undefined },
   maxDeferMs: number,
+  metrics: Metrics,
   logger: Logger,
   events: EventRecorder,
 ): ReturnType<typeof createEvictionHandler> {
@@ -251,6 +253,7 @@ function evictionGuard(
         spec,
       ),
     maxDeferMs,
+    metrics,
     logger: logger.child({ component: 'eviction-guard' }),
   });
 }
