@@ -6,6 +6,7 @@ import { resolveTarget, type TargetLookups } from '../egress/resolve.js';
 import { targetPod } from '../rollout/health-probe.js';
 import type { HandoverCall } from './decision.js';
 import { renderBody, type HandoverSettings } from './settings.js';
+import { certificateProblem } from './tls-failure.js';
 
 /** What the credentials Secret gave: a ready Authorization header and a CA for https. Never logged. */
 export interface HandoverCredentials {
@@ -114,7 +115,11 @@ export async function callHttpAction(
     request.on('error', (err) => {
       if (timeout.aborted) resolve({ failed: false, detail: `no answer within ${opts.timeoutMs} ms from ${via}` });
       else if (opts.signal.aborted) resolve({ failed: false, detail: 'not awaited: rollguard is stopping' });
-      else resolve({ failed: true, detail: `${action.method} failed: ${err.message} (${via})` });
+      else {
+        const problem = certificateProblem(err, { pod: call.target, host, secret: opts.settings.credentials, hasCa: opts.credentials?.ca !== undefined });
+        if (problem) resolve({ failed: true, detail: `nothing: ${problem}, so no request was sent (${via})` });
+        else resolve({ failed: true, detail: `${action.method} failed: ${err.message} (${via})` });
+      }
     });
     request.end(body);
   });

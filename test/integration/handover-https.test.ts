@@ -93,12 +93,12 @@ describe('https handover calls (rollguard as a process, fake replicated applicat
       return paused !== '' || 'not yet';
     }, { timeoutMs: 60_000 });
     const failed = (await rollguardEvents(core, fixture.ns, 'untrusted')).filter((e) => e.reason === 'HandoverFailed');
-    console.log(`HandoverFailed messages:\n${failed.map((e) => e.message).join('\n')}`);
     // the TLS handshake reached the pod's server and went no further: no request, no credentials sent
     expect(app.calls).toEqual([]);
     expect(app.tlsFailures.length).toBeGreaterThanOrEqual(2);
     expect(app.tlsFailures.every((f) => f.pod === 'untrusted-0')).toBe(true);
-    expect(paused).toContain(`the certificate of pod untrusted-0 (untrusted-0.untrusted.${fixture.ns}.svc) is not trusted by ca.crt of Secret wrong-ca-api`);
+    expect(paused).toContain(`the certificate of pod untrusted-0 (untrusted-0.untrusted.${fixture.ns}.svc) is not trusted by ca.crt of Secret wrong-ca-api (unable to verify the first certificate), so no request was sent (pod untrusted-0 at 127.0.0.`);
+    expect(paused).not.toContain('--use-system-ca');
     for (const e of failed) {
       expect(e.message).not.toContain('BEGIN CERTIFICATE');
       expect(e.message).not.toContain(password);
