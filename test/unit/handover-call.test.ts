@@ -18,7 +18,14 @@ describe('credentialsFrom', () => {
   it('makes a bearer header from token, a basic one from username and password', () => {
     expect(credentialsFrom({ token: b64('abc\n') })).toEqual({ authorization: 'Bearer abc' });
     expect(credentialsFrom({ username: b64('postgres'), password: b64('s3cret') })).toEqual({ authorization: `Basic ${b64('postgres:s3cret')}` });
-    expect(credentialsFrom({ 'ca.crt': b64('PEM') })).toEqual({ ca: 'PEM' });
+  });
+
+  it('takes ca.crt when it holds PEM certificates, and says so when it does not (Node would ignore it and trust nothing)', async () => {
+    const ca = await createCertificateAuthority({ commonName: 'pods', validitySeconds: 3600, keyBits: 2048 });
+    expect(credentialsFrom({ 'ca.crt': b64(ca.certPem) })).toEqual({ ca: ca.certPem });
+    expect(credentialsFrom({ token: b64('t'), 'ca.crt': b64('PEM') })).toBe('its ca.crt holds no PEM certificate');
+    expect(credentialsFrom({ 'ca.crt': b64(ca.keyPem) })).toBe('its ca.crt holds no PEM certificate');
+    expect(credentialsFrom({ 'ca.crt': b64('-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n') })).toBe('its ca.crt holds a certificate that does not parse');
   });
 
   it('says what is missing, and never the values', () => {
