@@ -9,6 +9,7 @@ import { createLogger } from './logger.js';
 import { Manager, type Runnable } from './manager.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { createAdmissionHandler } from './admission/handler.js';
+import { handoverGraceCheck } from './admission/handover-grace-check.js';
 import { holdPartitionMutator } from './admission/partition-hold-mutator.js';
 import { EventRecorder } from './kube/events.js';
 import { createRestarterController } from './restarter/controller.js';
@@ -122,6 +123,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       cacheProgress: restarter.cacheProgress,
       inScope: restarter.covers,
       mutators: [holdPartitionMutator],
+      checks: [handoverGraceCheck],
       dialectOf: (labels) => dialectFor(labels, config.compat as CompatMode),
       metrics,
       logger: logger.child({ component: 'admission' }),
