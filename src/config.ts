@@ -30,6 +30,7 @@ export const FLAGS = [
   { name: 'admin-port', type: 'int', default: '8080', min: 0, max: 65535, description: 'port of the plain-HTTP admin server (/metrics, /status, /healthz, /readyz)', commands: BOTH },
   { name: 'service-name', type: 'string', default: 'rollguard-webhook', description: 'Service in front of the webhook; names the serving certificate <service>.<namespace>.svc', commands: BOTH },
   { name: 'webhook-configuration', type: 'string', default: 'rollguard', description: 'MutatingWebhookConfiguration whose caBundle rollguard keeps; empty: inject nothing', commands: BOTH },
+  { name: 'eviction-webhook-configuration', type: 'string', default: 'rollguard', description: "ValidatingWebhookConfiguration of the eviction guard whose caBundle rollguard keeps while it exists; empty: inject nothing", commands: BOTH },
   { name: 'tls-secret', type: 'string', default: 'rollguard-webhook-tls', description: 'Secret that holds the CA and the serving certificate', commands: BOTH },
   { name: 'tls-cert-file', type: 'string', default: '', description: 'serving certificate file (e.g. from cert-manager); with --tls-key-file it disables self-managed TLS', commands: BOTH },
   { name: 'tls-key-file', type: 'string', default: '', description: 'private key file for --tls-cert-file', commands: BOTH },

@@ -7,8 +7,9 @@ import { loadKubeConfig } from './kube/kubeconfig.js';
 import { LeaderElector } from './kube/leader-election.js';
 import { createLogger } from './logger.js';
 import { Manager, type Runnable } from './manager.js';
-import { createMetrics } from './metrics.js';
+import { createMetrics, type Metrics } from './metrics.js';
 import { createAdmissionHandler } from './admission/handler.js';
+import { handoverGraceCheck } from './admission/handover-grace-check.js';
 import { holdPartitionMutator } from './admission/partition-hold-mutator.js';
 import { holdScaleDownMutator } from './admission/scale-hold-mutator.js';
 import { createScaleHandler } from './handover/scale-handler.js';
@@ -101,6 +102,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     secretName: config.tlsSecret,
     serviceName: config.serviceName,
     webhookConfigurationName: config.webhookConfiguration || undefined,
+    evictionWebhookConfigurationName: config.evictionWebhookConfiguration || undefined,
     extraDnsNames: config.tlsExtraDnsNames,
     extraIpAddresses: config.tlsExtraIps,
     caValiditySeconds: config.caValidity / 1000,
@@ -123,11 +125,12 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       cacheProgress: restarter.cacheProgress,
       inScope: restarter.covers,
       mutators: [holdScaleDownMutator, holdPartitionMutator],
+      checks: [handoverGraceCheck],
       dialectOf: (labels) => dialectFor(labels, config.compat as CompatMode),
       metrics,
       logger: logger.child({ component: 'admission' }),
     }),
-    evictionHandler: evictionGuard(kubeConfig, restarter.statefulSets.store, config.evictionDeferMax, logger, new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger })),
+    evictionHandler: evictionGuard(kubeConfig, restarter.statefulSets.store, config.evictionDeferMax, metrics, logger, new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger })),
     scaleHandler: scaleGuard(kubeConfig, restarter.statefulSets.store, logger),
     readiness: currentReadiness,
     logger: logger.child({ server: 'webhook' }),
@@ -231,6 +234,7 @@ function evictionGuard(
   kubeConfig: KubeConfig,
   sets: { get(namespace: string, name: string): V1StatefulSet | undefined },
   maxDeferMs: number,
+  metrics: Metrics,
   logger: Logger,
   events: EventRecorder,
 ): ReturnType<typeof createEvictionHandler> {
@@ -254,6 +258,7 @@ function evictionGuard(
         spec,
       ),
     maxDeferMs,
+    metrics,
     logger: logger.child({ component: 'eviction-guard' }),
   });
 }

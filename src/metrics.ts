@@ -141,6 +141,12 @@ export function createMetrics(registry = new Registry()) {
       labelNames: ['result'],
       registers: r,
     }),
+    evictionReviews: new Counter({
+      name: 'rollguard_eviction_reviews_total',
+      help: 'Evictions the eviction guard answered, by result (allowed, deferred, allowed_unguarded, error, invalid)',
+      labelNames: ['result'],
+      registers: r,
+    }),
     handoverDuration: new Histogram({
       name: 'rollguard_handover_duration_seconds',
       help: 'Time from the start of a primary handover to the label moving, for those that succeeded',

@@ -2,7 +2,7 @@ import type { Dialect, VersionLookup } from '../restarter/annotations.js';
 import type { ObjectKind } from '../restarter/references.js';
 import { isJsonObject } from '../kube/json.js';
 import { WORKLOAD_KINDS } from '../kube/workloads.js';
-import { composeMutators, type Mutator } from './mutators.js';
+import { composeMutators, runChecks, type Check, type Mutator } from './mutators.js';
 import { restarterMutator } from './restarter-mutator.js';
 import { admissionResponseFor, type AdmissionOperation, type AdmissionRequest, type AdmissionReview } from './review.js';
 
@@ -16,6 +16,8 @@ export interface AdmissionDeps {
   dialectOf?: (labels: Record<string, string> | undefined) => Dialect | undefined;
   /** Mutators after the restarter's, each on the object as the one before it left it. */
   mutators?: Mutator[];
+  /** Checks whose warnings go back with the answer; they need no cache, so they run before the sync too. */
+  checks?: Check[];
 }
 
 /** The writes the webhook mutates: the pod-template workloads, created or updated (not a subresource). */
@@ -37,8 +39,8 @@ function routed(request: AdmissionRequest): boolean {
 
 /**
  * Answers a review: always allowed, patched only for a routed write whose mutators call for it:
- * the restarter's annotations first, then `deps.mutators`. No side effects, so a dry run is
- * answered the same way.
+ * the restarter's annotations first, then `deps.mutators`; with the warnings of `deps.checks`.
+ * No side effects, so a dry run is answered the same way.
  */
 export function admit(review: AdmissionReview, deps: AdmissionDeps): AdmissionReview {
   const request = review.request;
@@ -50,5 +52,5 @@ export function admit(review: AdmissionReview, deps: AdmissionDeps): AdmissionRe
   const dialectOf = request.kind.kind === 'StatefulSet' ? deps.dialectOf : undefined;
   const restarter = restarterMutator({ cachesSynced: deps.cachesSynced, lookup: deps.lookup, cacheProgress: deps.cacheProgress, dialectOf });
   const ops = composeMutators(request, object, [restarter, ...(deps.cachesSynced ? (deps.mutators ?? []) : [])]);
-  return admissionResponseFor(request.uid, ops);
+  return admissionResponseFor(request.uid, ops, runChecks(request, object, deps.checks ?? []));
 }

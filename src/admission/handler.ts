@@ -5,7 +5,7 @@ import type { Dialect, VersionLookup } from '../restarter/annotations.js';
 import type { ObjectKind } from '../restarter/references.js';
 import { isWorkloadKind, type WorkloadKind } from '../kube/workloads.js';
 import { admit } from './admit.js';
-import type { Mutator } from './mutators.js';
+import type { Check, Mutator } from './mutators.js';
 import { admissionResponseFor, parseAdmissionReview } from './review.js';
 
 export interface AdmissionHandlerOptions {
@@ -19,6 +19,8 @@ export interface AdmissionHandlerOptions {
    */
   inScope?: (namespace: string) => boolean;
   mutators?: Mutator[];
+  /** Checks whose warnings the client shows; never a denial. */
+  checks?: Check[];
   /** The restarter dialect of a workload with these labels (--compat); omitted: rollguard's. */
   dialectOf?: (labels: Record<string, string> | undefined) => Dialect | undefined;
   metrics: Metrics;
@@ -48,7 +50,7 @@ export function createAdmissionHandler(opts: AdmissionHandlerOptions): Admission
     const synced = opts.cachesSynced();
     let response;
     try {
-      response = admit(parsed.review, { cachesSynced: synced, lookup: opts.lookup, cacheProgress: opts.cacheProgress, mutators: opts.mutators, dialectOf: opts.dialectOf });
+      response = admit(parsed.review, { cachesSynced: synced, lookup: opts.lookup, cacheProgress: opts.cacheProgress, mutators: opts.mutators, checks: opts.checks, dialectOf: opts.dialectOf });
     } catch (err) {
       const request = parsed.review.request;
       opts.logger?.error({ err, uid: request?.uid, kind: request?.kind.kind, namespace: request?.namespace, name: request?.name }, 'admission failed; allowed without a patch');

@@ -29,3 +29,19 @@ export function composeMutators(request: AdmissionRequest, object: Record<string
   });
   return ops;
 }
+
+/**
+ * One check of an admitted object: warnings the client shows (kubectl prints them), never a
+ * denial (the webhook is failurePolicy Ignore and mutating: it allows every write). It reads
+ * the object as submitted: a warning is about what the user wrote, which is what they can fix.
+ */
+export type Check = (request: AdmissionRequest, object: Record<string, unknown>) => string[];
+
+/** The API server may cut a longer warning; rollguard's own stay below it. */
+export const MAX_WARNING_CHARS = 256;
+
+/** Every check's warnings, in order, each at most MAX_WARNING_CHARS, without repeats. */
+export function runChecks(request: AdmissionRequest, object: Record<string, unknown>, checks: readonly Check[]): string[] {
+  const warnings = checks.flatMap((check) => check(request, object)).map((w) => (w.length > MAX_WARNING_CHARS ? `${w.slice(0, MAX_WARNING_CHARS - 1)}…` : w));
+  return [...new Set(warnings)];
+}

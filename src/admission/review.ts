@@ -140,12 +140,13 @@ export function parseAdmissionReview(body: unknown): ParsedAdmissionReview {
   return { ok: true, review: body as unknown as AdmissionReview };
 }
 
-/** An allowing review response for `uid`, carrying `ops` as a JSON Patch when there are any. */
-export function admissionResponseFor(uid: string, ops: Operation[]): AdmissionReview {
+/** An allowing review response for `uid`, carrying `ops` as a JSON Patch and `warnings` when there are any. */
+export function admissionResponseFor(uid: string, ops: Operation[], warnings: readonly string[] = []): AdmissionReview {
   const response: AdmissionResponse = { uid, allowed: true };
   if (ops.length > 0) {
     response.patchType = 'JSONPatch';
     response.patch = Buffer.from(JSON.stringify(ops)).toString('base64');
   }
+  if (warnings.length > 0) response.warnings = [...warnings];
   return { apiVersion: ADMISSION_API_VERSION, kind: ADMISSION_REVIEW_KIND, response };
 }

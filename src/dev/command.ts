@@ -89,6 +89,7 @@ export async function dev(config: Config, given: ReadonlySet<string> = new Set()
         webhookHost: LOOPBACK,
         adminHost: LOOPBACK,
         webhookConfiguration: WEBHOOK_CONFIGURATION,
+        evictionWebhookConfiguration: WEBHOOK_CONFIGURATION,
         tlsExtraIps: [...config.tlsExtraIps, LOOPBACK],
       },
       kc,
@@ -101,9 +102,10 @@ export async function dev(config: Config, given: ReadonlySet<string> = new Set()
       namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: [ROLLGUARD_NAMESPACE] }] },
       timeoutSeconds: 3,
       compat: config.compat === 'stackable' ? 'stackable' : '',
+      evictionGuard: true,
     });
     const adminUrl = `http://${LOOPBACK}:${rollguard.adminPort()}`;
-    say(`rollguard runs: webhook https://${LOOPBACK}:${rollguard.webhookPort()}/mutate, admin ${adminUrl} (/status, /metrics); logs in ${display(logFile)}`);
+    say(`rollguard runs: webhook https://${LOOPBACK}:${rollguard.webhookPort()}/mutate and /validate-eviction, admin ${adminUrl} (/status, /metrics); logs in ${display(logFile)}`);
     await until('rollguard ready (certificate loaded, caBundle injected)', () => rollguard.ready());
 
     // every namespace but rollguard's own, so kuttl's namespaces and a user's own manifests get Ready pods

@@ -1,6 +1,8 @@
 import http from 'node:http';
+import https from 'node:https';
 import { CoreV1Api, Watch, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { statusCode } from '../kube/api-status.js';
+import { createSignedCertificate, type KeyPairPem } from '../tls/certificates.js';
 
 /**
  * How the next handover call is answered:
@@ -34,14 +36,21 @@ export interface FakeReplicatedAppOptions {
   authorization?: string;
   /** delay between answering 503 and moving the label */
   moveDelayMs?: number;
+  /**
+   * https instead of http: each pod's server presents a certificate that `ca` issues for the
+   * pod's name under the set's headless Service, `<pod>.<serviceName>.<namespace>.svc`.
+   */
+  tls?: { ca: KeyPairPem; serviceName: string };
 }
 
 const JSON_CONTENT = { 'content-type': 'application/json' };
 const DEFAULT_MOVE_DELAY_MS = 300;
 const WATCH_RETRY_MS = 200;
+const POD_KEY_BITS = 2048;
+const POD_CERT_VALIDITY_SECONDS = 24 * 3600;
 
 /**
- * A replicated application for tests and the demo: one small HTTP server per pod of a set, on
+ * A replicated application for tests and the demo: one small HTTP(S) server per pod of a set, on
  * the pod's own loopback address (the fake kubelet's `podIps: 'distinct'`), answering a
  * handover call the way Patroni's `POST /switchover` does and moving the role label through the
  * API. It also records every pod that was deleted while it held the primary label.
@@ -50,10 +59,12 @@ export class FakeReplicatedApp {
   readonly calls: HandoverCallRecord[] = [];
   /** pods deleted (or marked for deletion) while labelled primary */
   readonly primaryDeletions: string[] = [];
+  /** https: handshakes that failed before any request, e.g. the client did not trust the certificate */
+  readonly tlsFailures: { pod: string; error: string }[] = [];
   private readonly core: CoreV1Api;
   private readonly roleLabel: string;
   private readonly pods = new Map<string, V1Pod>();
-  private readonly servers = new Map<string, { ip: string; server: http.Server }>();
+  private readonly servers = new Map<string, { ip: string; server: http.Server | https.Server }>();
   private readonly hanging = new Set<http.ServerResponse>();
   private modes: HandoverMode[] = [];
   private readonly pathModes = new Map<string, HandoverMode>();
@@ -106,6 +117,11 @@ export class FakeReplicatedApp {
       if (name !== podName) await this.label(name, 'replica');
     }
     await this.label(podName, 'primary');
+  }
+
+  /** The pods whose server listens now (with https, once its certificate is issued). */
+  listening(): string[] {
+    return [...this.servers.entries()].filter(([, { server }]) => server.listening).map(([pod]) => pod).sort();
   }
 
   /** The pod labelled primary now, as the app last saw it. */
@@ -170,14 +186,31 @@ export class FakeReplicatedApp {
   }
 
   private serve(podName: string, ip: string): void {
-    const server = http.createServer((req, res) => {
+    const handle = (req: http.IncomingMessage, res: http.ServerResponse): void => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => void this.answer(podName, req, res, Buffer.concat(chunks).toString('utf8')).catch((err: unknown) => (this.lastError = err)));
-    });
+    };
+    const tls = this.opts.tls;
+    const server = tls ? https.createServer({}, handle) : http.createServer(handle);
     server.on('error', (err) => (this.lastError = err));
-    server.listen(this.opts.port, ip);
+    if (server instanceof https.Server) {
+      server.on('tlsClientError', (err: Error) => this.tlsFailures.push({ pod: podName, error: err.message }));
+    }
     this.servers.set(podName, { ip, server });
+    if (!tls) {
+      server.listen(this.opts.port, ip);
+      return;
+    }
+    // listens once its certificate is issued; a call before that is refused, as by a pod still starting
+    const dnsName = `${podName}.${tls.serviceName}.${this.namespace}.svc`;
+    createSignedCertificate(tls.ca, { commonName: dnsName, dnsNames: [dnsName], validitySeconds: POD_CERT_VALIDITY_SECONDS, keyBits: POD_KEY_BITS, usage: 'server' })
+      .then((pair) => {
+        if (this.servers.get(podName)?.server !== server) return;
+        (server as https.Server).setSecureContext({ cert: pair.certPem, key: pair.keyPem });
+        server.listen(this.opts.port, ip);
+      })
+      .catch((err: unknown) => (this.lastError = err));
   }
 
   private async answer(podName: string, req: http.IncomingMessage, res: http.ServerResponse, body: string): Promise<void> {
@@ -263,7 +296,8 @@ function ordinal(pod: V1Pod): number {
   return Number(/-(\d+)$/.exec(pod.metadata?.name ?? '')?.[1] ?? Number.MAX_SAFE_INTEGER);
 }
 
-async function close(server: http.Server): Promise<void> {
+async function close(server: http.Server | https.Server): Promise<void> {
   server.closeAllConnections();
+  if (!server.listening) return;
   await new Promise((resolve) => server.close(resolve));
 }

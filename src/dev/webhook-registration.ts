@@ -1,4 +1,4 @@
-import { AdmissionregistrationV1Api, type KubeConfig, type V1LabelSelector, type V1MutatingWebhook } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, type KubeConfig, type V1LabelSelector, type V1MutatingWebhook, type V1ValidatingWebhook } from '@kubernetes/client-node';
 import { enabledLabels, type CompatMode } from '../compat/stackable.js';
 import { WORKLOAD_PLURALS } from '../kube/workloads.js';
 import { ENABLED_LABEL } from '../restarter/annotations.js';
@@ -17,6 +17,22 @@ export interface WebhookRegistrationOptions {
   timeoutSeconds?: number;
   /** 'stackable': a second entry for Stackable's opt-in label (one objectSelector cannot OR two labels). */
   compat?: CompatMode;
+  /** also the eviction guard: a ValidatingWebhookConfiguration of the same name for `CREATE pods/eviction` */
+  evictionGuard?: boolean;
+}
+
+/** The eviction guard's entry, as deploy/base ships it but by URL: a namespaceSelector (an objectSelector would see the Eviction). */
+function evictionGuardEntry(opts: WebhookRegistrationOptions): V1ValidatingWebhook {
+  return {
+    name: 'evictions.rollguard.io',
+    clientConfig: { url: `https://127.0.0.1:${opts.port}/validate-eviction` },
+    rules: [{ operations: ['CREATE'], apiGroups: [''], apiVersions: ['v1'], resources: ['pods/eviction'] }],
+    namespaceSelector: opts.namespaceSelector,
+    failurePolicy: 'Ignore',
+    sideEffects: 'NoneOnDryRun',
+    admissionReviewVersions: ['v1'],
+    timeoutSeconds: opts.timeoutSeconds ?? 5,
+  };
 }
 
 /** The webhook entry name for sets opted in by `label`. */
@@ -46,7 +62,8 @@ function scaleWebhook(opts: WebhookRegistrationOptions): V1MutatingWebhook {
 
 /**
  * Registers rollguard's webhook by URL on loopback, as envtest does. The caBundle is left empty:
- * rollguard injects it (it runs with --webhook-configuration=name).
+ * rollguard injects it (it runs with --webhook-configuration=name, and for the eviction guard
+ * --eviction-webhook-configuration=name).
  */
 export async function registerWebhook(kc: KubeConfig, opts: WebhookRegistrationOptions): Promise<WebhookRegistration> {
   const api = kc.makeApiClient(AdmissionregistrationV1Api);
@@ -73,10 +90,14 @@ export async function registerWebhook(kc: KubeConfig, opts: WebhookRegistrationO
       ],
     },
   });
+  if (opts.evictionGuard) {
+    await api.createValidatingWebhookConfiguration({ body: { metadata: { name: opts.name }, webhooks: [evictionGuardEntry(opts)] } });
+  }
   return {
     name: opts.name,
     delete: async () => {
       await api.deleteMutatingWebhookConfiguration({ name: opts.name }).catch(() => undefined);
+      if (opts.evictionGuard) await api.deleteValidatingWebhookConfiguration({ name: opts.name }).catch(() => undefined);
     },
   };
 }

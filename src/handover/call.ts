@@ -1,3 +1,4 @@
+import { X509Certificate } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
@@ -6,6 +7,7 @@ import { resolveTarget, type TargetLookups } from '../egress/resolve.js';
 import { targetPod } from '../rollout/health-probe.js';
 import type { HandoverCall } from './decision.js';
 import { renderBody, type HandoverSettings } from './settings.js';
+import { certificateProblem } from './tls-failure.js';
 
 /** What the credentials Secret gave: a ready Authorization header and a CA for https. Never logged. */
 export interface HandoverCredentials {
@@ -18,7 +20,7 @@ const ANSWER_EXCERPT_CHARS = 160;
 const ANSWER_READ_BYTES = 4096;
 const SERVICE_UNAVAILABLE = 503;
 
-/** From a Secret's data: `token` (bearer) or `username` + `password` (basic); `ca.crt` for https. */
+/** From a Secret's data: `token` (bearer) or `username` + `password` (basic); `ca.crt` (PEM certificates) for https. */
 export function credentialsFrom(data: Record<string, string> | undefined): HandoverCredentials | string {
   const text = (key: string): string | undefined => (data?.[key] === undefined ? undefined : Buffer.from(data[key], 'base64').toString('utf8'));
   const token = text('token');
@@ -29,7 +31,25 @@ export function credentialsFrom(data: Record<string, string> | undefined): Hando
   if (token !== undefined) authorization = `Bearer ${token.trim()}`;
   else if (username !== undefined && password !== undefined) authorization = `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}`;
   else if (ca === undefined) return 'it holds neither token nor username and password (nor ca.crt)';
+  if (ca !== undefined) {
+    const problem = caProblem(ca);
+    if (problem) return problem;
+  }
   return { ...(authorization ? { authorization } : {}), ...(ca ? { ca } : {}) };
+}
+
+/** Node drops what in `ca` is not a certificate without a word, and would then trust nothing: say so before any call. */
+function caProblem(pem: string): string | undefined {
+  const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+  if (blocks.length === 0) return 'its ca.crt holds no PEM certificate';
+  for (const block of blocks) {
+    try {
+      new X509Certificate(block);
+    } catch {
+      return 'its ca.crt holds a certificate that does not parse';
+    }
+  }
+  return undefined;
 }
 
 function pinnedLookup(address: string): LookupFunction {
@@ -114,7 +134,11 @@ export async function callHttpAction(
     request.on('error', (err) => {
       if (timeout.aborted) resolve({ failed: false, detail: `no answer within ${opts.timeoutMs} ms from ${via}` });
       else if (opts.signal.aborted) resolve({ failed: false, detail: 'not awaited: rollguard is stopping' });
-      else resolve({ failed: true, detail: `${action.method} failed: ${err.message} (${via})` });
+      else {
+        const problem = certificateProblem(err, { pod: call.target, host, secret: opts.settings.credentials, hasCa: opts.credentials?.ca !== undefined });
+        if (problem) resolve({ failed: true, detail: `nothing: ${problem}, so no request was sent (${via})` });
+        else resolve({ failed: true, detail: `${action.method} failed: ${err.message} (${via})` });
+      }
     });
     request.end(body);
   });

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { parseAdmissionReview, ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND } from '../admission/review.js';
 import { errorText, statusCode } from '../kube/api-status.js';
 import type { EventSpec } from '../kube/events.js';
+import type { Metrics } from '../metrics.js';
 import type { HandlerResult } from '../server/webhook-server.js';
 import { decideEviction } from './eviction.js';
 import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE } from './state.js';
@@ -25,9 +26,17 @@ export interface EvictionHandlerOptions {
   /** Records an Event on the set (EvictionDeferred); failures are the recorder's to log. */
   recordOnSet?(set: V1StatefulSet, spec: EventSpec): Promise<void>;
   maxDeferMs: number;
+  metrics: Pick<Metrics, 'evictionReviews'>;
   logger: Logger;
   now?: () => Date;
 }
+
+/**
+ * `allowed`: not the primary of a guarded set; `deferred`: answered 429; `allowed_unguarded`: a
+ * primary allowed with a warning (no other Ready pod, deferred too long, or on-failure proceed);
+ * `error`: could not decide, allowed; `invalid`: not an AdmissionReview (400).
+ */
+type EvictionResult = 'allowed' | 'deferred' | 'allowed_unguarded' | 'error' | 'invalid';
 
 function review(uid: string, allowed: boolean, extra: { message?: string; warning?: string }): HandlerResult {
   return {
@@ -53,14 +62,18 @@ function review(uid: string, allowed: boolean, extra: { message?: string; warnin
 export function createEvictionHandler(opts: EvictionHandlerOptions): (body: unknown) => Promise<HandlerResult> {
   const now = opts.now ?? (() => new Date());
   const firstDeferred = new Map<string, Date>();
+  const counted = (result: EvictionResult, answer: HandlerResult): HandlerResult => {
+    opts.metrics.evictionReviews.inc({ result });
+    return answer;
+  };
   return async (body) => {
     const parsed = parseAdmissionReview(body);
-    if (!parsed.ok) return { status: 400, body: { reason: parsed.reason } };
+    if (!parsed.ok) return counted('invalid', { status: 400, body: { reason: parsed.reason } });
     const request = parsed.review.request!;
     const namespace = request.namespace ?? '';
     const name = request.name ?? '';
     if (request.resource?.resource !== 'pods' || request.subResource !== 'eviction' || request.operation !== 'CREATE' || !name) {
-      return review(request.uid, true, {});
+      return counted('allowed', review(request.uid, true, {}));
     }
     try {
       const pod = await opts.readPod(namespace, name);
@@ -71,7 +84,7 @@ export function createEvictionHandler(opts: EvictionHandlerOptions): (body: unkn
       if (verdict.allow) {
         firstDeferred.delete(uid);
         if (verdict.warning) opts.logger.warn({ pod: `${namespace}/${name}` }, verdict.warning);
-        return review(request.uid, true, { warning: verdict.warning });
+        return counted(verdict.warning ? 'allowed_unguarded' : 'allowed', review(request.uid, true, { warning: verdict.warning }));
       }
       if (!firstDeferred.has(uid)) {
         if (firstDeferred.size >= DEFERRALS_REMEMBERED) firstDeferred.delete(firstDeferred.keys().next().value ?? '');
@@ -90,11 +103,11 @@ export function createEvictionHandler(opts: EvictionHandlerOptions): (body: unkn
         }
         opts.logger.info({ pod: `${namespace}/${name}`, set: set?.metadata?.name }, 'eviction of a primary deferred: handover requested');
       }
-      return review(request.uid, false, { message: verdict.message });
+      return counted('deferred', review(request.uid, false, { message: verdict.message }));
     } catch (err) {
-      if (statusCode(err) === NOT_FOUND) return review(request.uid, true, {});
+      if (statusCode(err) === NOT_FOUND) return counted('allowed', review(request.uid, true, {}));
       opts.logger.warn({ pod: `${namespace}/${name}`, err: errorText(err) }, 'eviction guard could not decide; allowed');
-      return review(request.uid, true, { warning: `rollguard could not check for a primary handover (${errorText(err)}); allowed` });
+      return counted('error', review(request.uid, true, { warning: `rollguard could not check for a primary handover (${errorText(err)}); allowed` }));
     }
   };
 }

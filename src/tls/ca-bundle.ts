@@ -47,7 +47,7 @@ export function bundleHolds(caBundleBase64: string | undefined, caPem: string): 
   return pemCertificates(Buffer.from(caBundleBase64, 'base64').toString('utf8')).includes(wanted);
 }
 
-/** Reads a MutatingWebhookConfiguration as the API returns it (typed client or raw watch event). */
+/** Reads a Mutating- or ValidatingWebhookConfiguration as the API returns it (typed client or raw watch event). */
 export function observedWebhookConfiguration(object: unknown): ObservedWebhookConfiguration | undefined {
   if (!isJsonObject(object)) return undefined;
   const metadata = isJsonObject(object.metadata) ? object.metadata : {};
@@ -72,15 +72,29 @@ export function caBundlePatch(observed: ObservedWebhookConfiguration, desiredBas
   );
 }
 
+/** The admission webhook: a MutatingWebhookConfiguration; the eviction guard: a ValidatingWebhookConfiguration. */
+export type WebhookConfigurationKind = 'MutatingWebhookConfiguration' | 'ValidatingWebhookConfiguration';
+
+const PLURAL: Record<WebhookConfigurationKind, string> = {
+  MutatingWebhookConfiguration: 'mutatingwebhookconfigurations',
+  ValidatingWebhookConfiguration: 'validatingwebhookconfigurations',
+};
+
 export interface CaBundleInjectorOptions {
   kubeConfig: KubeConfig;
-  /** name of the MutatingWebhookConfiguration */
+  kind: WebhookConfigurationKind;
   name: string;
+  /**
+   * Whether the configuration must exist. A required one that is missing holds no CA (not
+   * ready); an optional one (the eviction guard's, which an install may leave out) holds every
+   * CA while it is absent, once the watch has listed it.
+   */
+  required: boolean;
   logger: Logger;
 }
 
 /**
- * Keeps the caBundle of every webhook of one MutatingWebhookConfiguration equal to what the Secret says:
+ * Keeps the caBundle of every webhook of one webhook configuration equal to what the Secret says:
  * watches the configuration and writes it back whenever it differs (after our own rotation or someone's edit).
  */
 export class CaBundleInjector implements Runnable {
@@ -98,12 +112,12 @@ export class CaBundleInjector implements Runnable {
   private signal: AbortSignal | undefined;
 
   constructor(private readonly opts: CaBundleInjectorOptions) {
-    this.name = `ca-bundle-injector ${opts.name}`;
-    this.log = opts.logger.child({ component: 'ca-bundle-injector', mutatingWebhookConfiguration: opts.name });
+    this.name = `ca-bundle-injector ${opts.kind} ${opts.name}`;
+    this.log = opts.logger.child({ component: 'ca-bundle-injector', webhookConfiguration: `${opts.kind}/${opts.name}` });
     this.api = opts.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
     this.watch = new NamedObjectWatch({
       kubeConfig: opts.kubeConfig,
-      resource: { group: 'admissionregistration.k8s.io', version: 'v1', plural: 'mutatingwebhookconfigurations' },
+      resource: { group: 'admissionregistration.k8s.io', version: 'v1', plural: PLURAL[opts.kind] },
       name: opts.name,
       onObject: (object) => this.observe(object),
       logger: this.log,
@@ -129,9 +143,13 @@ export class CaBundleInjector implements Runnable {
     this.sync();
   }
 
-  /** True when the configuration exists and the caBundle of every one of its webhooks holds `caPem`. */
+  /**
+   * True when the caBundle of every webhook of the configuration holds `caPem`; for an optional
+   * configuration also when it has been listed and does not exist.
+   */
   holds(caPem: string): boolean {
-    return this.observed !== undefined && this.observed.webhooks.every((w) => bundleHolds(w.caBundle, caPem));
+    if (this.observed === undefined) return !this.opts.required && this.watch.isSynced();
+    return this.observed.webhooks.every((w) => bundleHolds(w.caBundle, caPem));
   }
 
   /** Called after every observed change of the configuration. */
@@ -143,7 +161,8 @@ export class CaBundleInjector implements Runnable {
   private observe(object: unknown): void {
     const observed = observedWebhookConfiguration(object);
     if (!observed && this.observed) {
-      this.log.warn('the MutatingWebhookConfiguration is gone; not ready until it is back with our CA');
+      if (this.opts.required) this.log.warn(`the ${this.opts.kind} is gone; not ready until it is back with our CA`);
+      else this.log.info(`the ${this.opts.kind} is gone`);
     }
     this.observed = observed;
     for (const listener of this.listeners) listener();
@@ -182,17 +201,16 @@ export class CaBundleInjector implements Runnable {
     if (!observed || desired === undefined) return;
     const patch = caBundlePatch(observed, desired);
     if (patch.length === 0) return;
+    const request = { name: this.opts.name, body: patch };
     try {
-      await this.api.patchMutatingWebhookConfiguration({ name: this.opts.name, body: patch });
+      if (this.opts.kind === 'MutatingWebhookConfiguration') await this.api.patchMutatingWebhookConfiguration(request);
+      else await this.api.patchValidatingWebhookConfiguration(request);
     } catch (err) {
       throw new Error(
-        `patching the caBundle of ${patch.length} webhook(s) of MutatingWebhookConfiguration ${this.opts.name} (seen at resourceVersion ${observed.resourceVersion}): ${err instanceof Error ? err.message : String(err)}`,
+        `patching the caBundle of ${patch.length} webhook(s) of ${this.opts.kind} ${this.opts.name} (seen at resourceVersion ${observed.resourceVersion}): ${err instanceof Error ? err.message : String(err)}`,
         { cause: err },
       );
     }
-    this.log.info(
-      { webhooks: patch.length, seenResourceVersion: observed.resourceVersion },
-      'set the caBundle of the MutatingWebhookConfiguration',
-    );
+    this.log.info({ webhooks: patch.length, seenResourceVersion: observed.resourceVersion }, `set the caBundle of the ${this.opts.kind}`);
   }
 }

@@ -49,6 +49,8 @@ export interface CertificateSourceOptions extends Omit<RenewalPolicyOptions, 'se
   serviceName?: string;
   /** MutatingWebhookConfiguration whose caBundle rollguard keeps; absent: no injection, readiness does not wait for it */
   webhookConfigurationName?: string;
+  /** ValidatingWebhookConfiguration of the eviction guard whose caBundle rollguard keeps when it exists; absent: no injection */
+  evictionWebhookConfigurationName?: string;
 }
 
 export function createCertificateSource(opts: CertificateSourceOptions): CertificateSource {
@@ -124,7 +126,8 @@ class SelfManagedSource implements CertificateSource {
   private readonly watcher: SecretCertificateWatcher;
   private readonly store: SecretStore;
   private readonly rotator: CertificateRotator;
-  private readonly injector: CaBundleInjector | undefined;
+  /** the webhook configurations whose caBundle rollguard keeps; none: readiness and rotations wait for none */
+  private readonly injectors: CaBundleInjector[] = [];
   private parts: Runnable[] = [];
 
   constructor(private readonly opts: SelfManagedOptions) {
@@ -138,20 +141,20 @@ class SelfManagedSource implements CertificateSource {
       secretName: opts.secretName,
       logger: opts.logger,
     });
-    if (opts.webhookConfigurationName) {
-      this.injector = new CaBundleInjector({
-        kubeConfig: opts.kubeConfig,
-        name: opts.webhookConfigurationName,
-        logger: opts.logger,
-      });
+    const targets = [
+      { kind: 'MutatingWebhookConfiguration' as const, name: opts.webhookConfigurationName, required: true },
+      { kind: 'ValidatingWebhookConfiguration' as const, name: opts.evictionWebhookConfigurationName, required: false },
+    ];
+    for (const { kind, name, required } of targets) {
+      if (name) this.injectors.push(new CaBundleInjector({ kubeConfig: opts.kubeConfig, kind, name, required, logger: opts.logger }));
     }
-    const injector = this.injector;
+    const injectors = this.injectors;
     this.rotator = new CertificateRotator({
       store: this.store,
       policy,
       logger: opts.logger,
       metrics: opts.metrics,
-      bundleHolds: injector ? (caPem) => injector.holds(caPem) : undefined,
+      bundleHolds: injectors.length > 0 ? (caPem) => injectors.every((i) => i.holds(caPem)) : undefined,
       servedEverywhere: servedByEveryEndpoint({
         kubeConfig: opts.kubeConfig,
         namespace: opts.namespace,
@@ -162,7 +165,7 @@ class SelfManagedSource implements CertificateSource {
     });
     this.watcher.onContents((contents) => this.onSecret(contents));
     this.watcher.onChange((pair) => recordExpiry(opts.metrics, 'serving', certificateInfo(pair.certPem).notAfter));
-    injector?.onChange(() => this.rotator.trigger());
+    for (const injector of injectors) injector.onChange(() => this.rotator.trigger());
   }
 
   async start(signal: AbortSignal): Promise<void> {
@@ -186,9 +189,9 @@ class SelfManagedSource implements CertificateSource {
       }
     }
     await this.firstCertificate(deadline, signal);
-    if (this.injector) {
-      await this.injector.start(signal);
-      this.parts.push(this.injector);
+    for (const injector of this.injectors) {
+      await injector.start(signal);
+      this.parts.push(injector);
     }
     await this.rotator.start(signal);
     this.parts.push(this.rotator);
@@ -230,8 +233,8 @@ class SelfManagedSource implements CertificateSource {
   ready(): boolean {
     const pair = this.watcher.current();
     if (!pair) return false;
-    if (!this.injector) return true;
-    return pair.caPem !== undefined && this.injector.holds(pair.caPem);
+    const caPem = pair.caPem;
+    return this.injectors.every((i) => caPem !== undefined && i.holds(caPem));
   }
 
   status(): CertificateStatus {
@@ -246,7 +249,7 @@ class SelfManagedSource implements CertificateSource {
 
   private onSecret(contents: SecretContents): void {
     if (contents.kind === 'valid') {
-      this.injector?.setDesired(caBundlePem(contents.bundle));
+      for (const injector of this.injectors) injector.setDesired(caBundlePem(contents.bundle));
       recordExpiry(this.opts.metrics, 'ca', certificateInfo(contents.bundle.ca.certPem).notAfter);
     }
     this.rotator.trigger();

@@ -64,6 +64,8 @@ export async function startRollguardProcess(opts: RollguardProcessOptions): Prom
       '--tls-extra-ips=127.0.0.1',
       // the restart floor is off unless a test is about it: most roll one set more than once a minute
       '--min-restart-interval=0',
+      // tests share one API server: a test that is about the eviction guard's configuration names its own
+      '--eviction-webhook-configuration=',
       ...(opts.args ?? []),
     ],
     { stdio: ['ignore', fd, fd], env: { ...process.env, ...opts.env } },

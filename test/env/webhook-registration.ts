@@ -6,7 +6,7 @@ export type { WebhookRegistration };
 /** rollguard's webhook by URL on loopback for the labelled workloads (StatefulSets, Deployments, DaemonSets) of one namespace. */
 export function registerWebhook(
   kc: KubeConfig,
-  opts: { name: string; port: number; namespace: string; failurePolicy?: 'Ignore' | 'Fail'; timeoutSeconds?: number; compat?: 'stackable' },
+  opts: { name: string; port: number; namespace: string; failurePolicy?: 'Ignore' | 'Fail'; timeoutSeconds?: number; compat?: 'stackable'; evictionGuard?: boolean },
 ): Promise<WebhookRegistration> {
   const { namespace, ...rest } = opts;
   return registerDevWebhook(kc, { ...rest, namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': namespace } } });

@@ -24,6 +24,7 @@ import {
   type V1StatefulSet,
   type V1ValidatingAdmissionPolicy,
   type V1ValidatingAdmissionPolicyBinding,
+  type V1ValidatingWebhookConfiguration,
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseArgs, type Config } from '../../src/config.js';
@@ -272,12 +273,17 @@ describe('deploy manifests', () => {
       expect(allows(rules, '', 'pods/eviction', 'create'), `create pods/eviction in ${scope}`).toBe(config.compat === 'stackable');
     }
 
-    const mwc = 'mutatingwebhookconfigurations';
-    if (config.webhookConfiguration !== '') {
-      expect(allows(clusterRules, 'admissionregistration.k8s.io', mwc, 'patch', config.webhookConfiguration)).toBe(true);
-      expect(allows(clusterRules, 'admissionregistration.k8s.io', mwc, 'patch', 'someone-elses-webhook')).toBe(false);
-    } else {
-      expect(clusterRules.filter((r) => r.resources?.includes(mwc)), 'no MWC rules when rollguard injects nothing').toEqual([]);
+    for (const [resource, injected] of [
+      ['mutatingwebhookconfigurations', config.webhookConfiguration],
+      ['validatingwebhookconfigurations', config.evictionWebhookConfiguration],
+    ] as const) {
+      if (injected !== '') {
+        for (const verb of ['list', 'watch']) expect(allows(clusterRules, 'admissionregistration.k8s.io', resource, verb), `${verb} ${resource}`).toBe(true);
+        expect(allows(clusterRules, 'admissionregistration.k8s.io', resource, 'patch', injected)).toBe(true);
+        expect(allows(clusterRules, 'admissionregistration.k8s.io', resource, 'patch', 'someone-elses-webhook')).toBe(false);
+      } else {
+        expect(clusterRules.filter((r) => r.resources?.includes(resource)), `no ${resource} rules when rollguard injects nothing there`).toEqual([]);
+      }
     }
     expect(allows(ownRules, 'coordination.k8s.io', 'leases', 'update')).toBe(config.leaderElection);
     // the digest key Secret in every configuration; update (a renewal) only with self-managed TLS
@@ -313,6 +319,31 @@ describe('deploy manifests', () => {
     expect(scale.namespaceSelector).toEqual(hook.namespaceSelector);
     expect(scale.clientConfig.caBundle ?? '', 'rollguard injects the caBundle').toBe('');
   });
+
+  it.each(['kustomize base', 'helm defaults', 'helm rbac.scope=namespaces'])(
+    '%s: the eviction guard takes CREATE pods/eviction by namespace, fails open, marks nothing on a dry run, and rollguard keeps its caBundle',
+    (name) => {
+      const objects = objectsOf(name);
+      const deploy = only<V1Deployment>(objects, 'Deployment');
+      const config = rollguardConfig(deploy);
+      const vwc = only<V1ValidatingWebhookConfiguration>(objects, 'ValidatingWebhookConfiguration');
+      expect(vwc.metadata!.name).toBe(config.evictionWebhookConfiguration);
+      const hook = vwc.webhooks![0]!;
+      expect(vwc.webhooks).toHaveLength(1);
+      expect(hook.name).toBe('evictions.rollguard.io');
+      expect(hook.clientConfig.service).toEqual({ name: config.serviceName, namespace: config.namespace, path: '/validate-eviction', port: 443 });
+      expect(hook.clientConfig.caBundle ?? '', 'rollguard injects the caBundle').toBe('');
+      expect(hook.rules).toEqual([expect.objectContaining({ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods/eviction'] })]);
+      // an objectSelector would match the Eviction's labels, not the pod's
+      expect(hook.objectSelector ?? {}).toEqual({});
+      expect(hook.failurePolicy).toBe('Ignore');
+      expect(hook.sideEffects).toBe('NoneOnDryRun');
+      expect(hook.admissionReviewVersions).toEqual(['v1']);
+      // the guard and the mutating webhook select the same namespaces
+      const mwc = only<V1MutatingWebhookConfiguration>(objects, 'MutatingWebhookConfiguration');
+      expect(hook.namespaceSelector).toEqual(mwc.webhooks![0]!.namespaceSelector);
+    },
+  );
 
   it.each(['kustomize base', 'helm release "rg", one replica, no leader election'])(
     '%s: the webhook Service leads to the webhook port, the probes to the admin port',
@@ -358,8 +389,19 @@ describe('deploy manifests', () => {
 
   it.each(['kustomize no-webhook', 'helm webhook.enabled=false'])('%s: no webhook configuration and nothing to inject', (name) => {
     const objects = objectsOf(name);
-    expect(objects.filter((o) => o.kind === 'MutatingWebhookConfiguration')).toEqual([]);
-    expect(rollguardConfig(only<V1Deployment>(objects, 'Deployment')).webhookConfiguration).toBe('');
+    expect(objects.filter((o) => o.kind === 'MutatingWebhookConfiguration' || o.kind === 'ValidatingWebhookConfiguration')).toEqual([]);
+    const config = rollguardConfig(only<V1Deployment>(objects, 'Deployment'));
+    expect([config.webhookConfiguration, config.evictionWebhookConfiguration]).toEqual(['', '']);
+  });
+
+  it('helm webhook.evictionGuard=false: the admission webhook without the eviction guard, and no rights over validating configurations', async () => {
+    const objects = parseManifests(await helmTemplate('rollguard', ['webhook.evictionGuard=false'], OWN_NAMESPACE)(ctx), 'helm no eviction guard');
+    expect(objects.filter((o) => o.kind === 'ValidatingWebhookConfiguration')).toEqual([]);
+    expect(objects.filter((o) => o.kind === 'MutatingWebhookConfiguration')).toHaveLength(1);
+    const config = rollguardConfig(only<V1Deployment>(objects, 'Deployment'));
+    expect([config.webhookConfiguration, config.evictionWebhookConfiguration]).toEqual(['rollguard', '']);
+    const rules = (objects.filter((o) => o.kind === 'ClusterRole') as V1ClusterRole[]).flatMap((r) => r.rules ?? []);
+    expect(rules.filter((r) => r.resources?.includes('validatingwebhookconfigurations'))).toEqual([]);
   });
 
   it.each(['kustomize cert-manager', 'helm tls.certManager.enabled=true'])(
@@ -368,10 +410,12 @@ describe('deploy manifests', () => {
       const objects = objectsOf(name);
       const deploy = only<V1Deployment>(objects, 'Deployment');
       const config = rollguardConfig(deploy);
-      expect(config.webhookConfiguration).toBe('');
+      expect([config.webhookConfiguration, config.evictionWebhookConfiguration]).toEqual(['', '']);
 
       const mwc = only<V1MutatingWebhookConfiguration>(objects, 'MutatingWebhookConfiguration');
       const injectFrom = mwc.metadata!.annotations?.['cert-manager.io/inject-ca-from'] ?? '';
+      const vwc = only<V1ValidatingWebhookConfiguration>(objects, 'ValidatingWebhookConfiguration');
+      expect(vwc.metadata!.annotations?.['cert-manager.io/inject-ca-from'], 'the eviction guard gets the same CA').toBe(injectFrom);
       const [certNamespace, certName] = injectFrom.split('/');
       expect(certNamespace).toBe(config.namespace);
       const cert = only<CertManagerCertificate>(objects, 'Certificate', certName);
@@ -408,6 +452,9 @@ describe('deploy manifests', () => {
     }
     expect(only<V1MutatingWebhookConfiguration>(chart, 'MutatingWebhookConfiguration').webhooks).toEqual(
       only<V1MutatingWebhookConfiguration>(base, 'MutatingWebhookConfiguration').webhooks,
+    );
+    expect(only<V1ValidatingWebhookConfiguration>(chart, 'ValidatingWebhookConfiguration').webhooks).toEqual(
+      only<V1ValidatingWebhookConfiguration>(base, 'ValidatingWebhookConfiguration').webhooks,
     );
     for (const kind of ['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'] as const) {
       const baseObjects = base.filter((o) => o.kind === kind);
@@ -506,9 +553,11 @@ describe('deploy manifests', () => {
       const config = rollguardConfig(deploy);
       expect(config.watchNamespaces.length).toBeGreaterThan(0);
       const clusterWide = rulesFor(objects, deploy, 'cluster').flatMap((r) => r.resources ?? []);
-      expect(clusterWide.sort()).toEqual(['mutatingwebhookconfigurations', 'mutatingwebhookconfigurations']);
-      const hook = only<V1MutatingWebhookConfiguration>(objects, 'MutatingWebhookConfiguration').webhooks![0]!;
-      expect(hook.namespaceSelector?.matchExpressions).toEqual([{ key: 'kubernetes.io/metadata.name', operator: 'In', values: config.watchNamespaces }]);
+      expect(clusterWide.sort()).toEqual(['mutatingwebhookconfigurations', 'mutatingwebhookconfigurations', 'validatingwebhookconfigurations', 'validatingwebhookconfigurations']);
+      for (const kind of ['MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']) {
+        const hook = only<V1MutatingWebhookConfiguration>(objects, kind).webhooks![0]!;
+        expect(hook.namespaceSelector?.matchExpressions, kind).toEqual([{ key: 'kubernetes.io/metadata.name', operator: 'In', values: config.watchNamespaces }]);
+      }
       // the same rules as the base's ClusterRole, in each namespace
       const base = only<V1ClusterRole>(objectsOf('kustomize base'), 'ClusterRole', 'rollguard');
       for (const ns of config.watchNamespaces) expect(rulesFor(objects, deploy, ns), ns).toEqual(base.rules);

@@ -200,6 +200,7 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
         `--watch-namespaces=${workloads}`,
         '--debounce=0s',
         `--webhook-configuration=${webhookConfiguration}`,
+        `--eviction-webhook-configuration=${webhookConfiguration}`,
         `--tls-secret=${mode.account}-webhook-tls`,
         `--lease-name=${mode.account}-leader`,
         '--rollout-min-step-interval=0s',
@@ -224,6 +225,24 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
         })),
       },
     });
+    // the eviction guard's configuration: rollguard keeps its caBundle too (list, watch, patch)
+    await admission.createValidatingWebhookConfiguration({
+      body: {
+        metadata: { name: webhookConfiguration },
+        webhooks: [
+          {
+            name: 'evictions.rollguard.io',
+            clientConfig: { url: `https://127.0.0.1:${rollguard.webhookPort}/validate-eviction` },
+            rules: [{ operations: ['CREATE'], apiGroups: [''], apiVersions: ['v1'], resources: ['pods/eviction'] }],
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': workloads } },
+            failurePolicy: 'Ignore',
+            sideEffects: 'NoneOnDryRun',
+            admissionReviewVersions: ['v1'],
+            timeoutSeconds: 5,
+          },
+        ],
+      },
+    });
     await rollguard.waitReady();
   });
 
@@ -231,6 +250,7 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
     await rollguard?.kill();
     await kubelet?.stop();
     await kc.makeApiClient(AdmissionregistrationV1Api).deleteMutatingWebhookConfiguration({ name: webhookConfiguration }).catch(() => undefined);
+    await kc.makeApiClient(AdmissionregistrationV1Api).deleteValidatingWebhookConfiguration({ name: webhookConfiguration }).catch(() => undefined);
     await core.deleteNamespace({ name: workloads }).catch(() => undefined);
     const client = KubernetesObjectApi.makeApiClient(kc);
     for (const obj of created.filter((o) => !FENCE_KINDS.includes(o.kind ?? ''))) await client.delete(obj).catch(() => undefined);
@@ -453,6 +473,16 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
         sa.admission.patchMutatingWebhookConfiguration({
           name: webhookConfiguration,
           body: [{ op: 'replace', path: '/webhooks/0/clientConfig', value: { ...hooks[0]!.clientConfig, url: 'https://evil.example/' } }],
+        })],
+      ["widen the eviction guard's rules", fencePolicy('webhook-ca'), 'ValidatingWebhookConfiguration; this write changes webhooks evictions.rollguard.io', () =>
+        sa.admission.patchValidatingWebhookConfiguration({
+          name: webhookConfiguration,
+          body: [{ op: 'replace', path: '/webhooks/0/rules/0/resources', value: ['*'] }],
+        })],
+      ["make the eviction guard fail closed", fencePolicy('webhook-ca'), 'this write changes webhooks evictions.rollguard.io', () =>
+        sa.admission.patchValidatingWebhookConfiguration({
+          name: webhookConfiguration,
+          body: [{ op: 'replace', path: '/webhooks/0/failurePolicy', value: 'Fail' }],
         })],
     ];
     const outcomes: Record<string, string> = {};

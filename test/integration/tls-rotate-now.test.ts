@@ -68,14 +68,15 @@ describe('rotation asked for by rollguard.io/rotate on the TLS Secret', () => {
             `--namespace=${own}`,
             `--watch-namespaces=${workloads}`,
             `--webhook-configuration=${own}`,
+            `--eviction-webhook-configuration=${own}`,
             `--service-name=${SERVICE}`,
             '--webhook-host=0.0.0.0',
-            `--tls-extra-ips=${hostAddress()}`,
+            `--tls-extra-ips=127.0.0.1,${hostAddress()}`,
           ],
         }),
       );
     }
-    webhook = await registerWebhook(kc, { name: own, port: replicas[0]!.webhookPort, namespace: workloads });
+    webhook = await registerWebhook(kc, { name: own, port: replicas[0]!.webhookPort, namespace: workloads, evictionGuard: true });
     for (const [i, r] of replicas.entries()) {
       await discovery.createNamespacedEndpointSlice({
         namespace: own,
@@ -97,10 +98,34 @@ describe('rotation asked for by rollguard.io/rotate on the TLS Secret', () => {
   });
 
   const readSecret = (): Promise<V1Secret> => core.readNamespacedSecret({ name: SECRET, namespace: own });
-  async function caBundle(): Promise<string[]> {
-    const mwc = await admission.readMutatingWebhookConfiguration({ name: own });
-    const pem = Buffer.from(mwc.webhooks?.[0]?.clientConfig.caBundle ?? '', 'base64').toString('utf8');
+  const fingerprints = (caBundle: string | undefined): string[] => {
+    const pem = Buffer.from(caBundle ?? '', 'base64').toString('utf8');
     return (pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []).map(fingerprint);
+  };
+  /** The CAs of the admission webhook's caBundle; undefined while the eviction guard's holds other ones. */
+  async function caBundle(): Promise<string[] | undefined> {
+    const mutating = fingerprints((await admission.readMutatingWebhookConfiguration({ name: own })).webhooks?.[0]?.clientConfig.caBundle);
+    const validating = fingerprints((await admission.readValidatingWebhookConfiguration({ name: own })).webhooks?.[0]?.clientConfig.caBundle);
+    return mutating.join() === validating.join() ? mutating : undefined;
+  }
+  /** Evictions the first replica's guard answered: the API server reaches it only through a caBundle it trusts. */
+  async function evictionReviews(): Promise<number> {
+    const text = await (await fetch(`${replicas[0]!.adminUrl}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+    return [...text.matchAll(/^rollguard_eviction_reviews_total\{[^}]*\} (\S+)$/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
+  }
+  /**
+   * Evicts pods of its own through the API server until rollguard's guard is asked about one (the
+   * API server picks up a new caBundle through its own watch, a moment after it is written).
+   */
+  async function evictionReachesTheGuard(prefix: string): Promise<void> {
+    let attempt = 0;
+    await waitUntil(`an eviction (${prefix}-N) reaching the eviction guard`, async () => {
+      const name = `${prefix}-${attempt++}`;
+      await core.createNamespacedPod({ namespace: workloads, body: { metadata: { name }, spec: { containers: [{ name: 'c', image: 'busybox' }] } } });
+      const before = await evictionReviews();
+      await core.createNamespacedPodEviction({ name, namespace: workloads, body: { metadata: { name, namespace: workloads } } });
+      return (await evictionReviews()) === before + 1 || `attempt ${attempt}: failed open`;
+    }, { timeoutMs: ROTATION_TIMEOUT_MS, intervalMs: 1_000 });
   }
   async function ask(request: string): Promise<V1Secret> {
     const before = await readSecret();
@@ -122,6 +147,14 @@ describe('rotation asked for by rollguard.io/rotate on the TLS Secret', () => {
     const seen = await Promise.all(replicas.map((r) => presented(r.webhookPort)));
     return seen.every((c) => c.fingerprint256 === fingerprint(certPem)) || `replicas present ${seen.map((c) => c.subject.split('\n')[0]).join(', ')}`;
   }
+
+  it('at start: the caBundle of the webhook and of the eviction guard hold the CA, and the API server reaches the guard', async () => {
+    printControlPlaneLogsOnFailure();
+    printProcessLogsOnFailure(replicas);
+    const ca = fingerprint(pemOf(await readSecret(), 'ca.crt')!);
+    expect(await caBundle()).toEqual([ca]);
+    await evictionReachesTheGuard('evicted-at-start');
+  });
 
   it('serving: a new serving certificate from the same CA, on every replica, with an Event', async () => {
     printControlPlaneLogsOnFailure();
@@ -150,11 +183,13 @@ describe('rotation asked for by rollguard.io/rotate on the TLS Secret', () => {
     }, { timeoutMs: ROTATION_TIMEOUT_MS });
     const newCa = new X509Certificate(pemOf(after, 'ca.crt')!);
     expect(new X509Certificate(pemOf(after, 'tls.crt')!).checkIssued(newCa)).toBe(true);
-    await waitUntil('the caBundle holding the new CA only', async () => {
+    await waitUntil('both caBundles holding the new CA only', async () => {
       const bundle = await caBundle();
-      return (bundle.length === 1 && bundle[0] === newCa.fingerprint256) || `caBundle of ${bundle.length} certificates`;
+      return (bundle?.length === 1 && bundle[0] === newCa.fingerprint256) || (bundle ? `caBundle of ${bundle.length} certificates` : 'the two caBundles differ');
     }, { timeoutMs: ROTATION_TIMEOUT_MS });
     expect(await everyReplicaServes(pemOf(after, 'tls.crt')!)).toBe(true);
+    // failurePolicy Ignore would let the evictions through unseen if the API server distrusted the new certificate
+    await evictionReachesTheGuard('evicted-after-ca-compromised');
     const events = await rotationEvents();
     expect(events).toEqual(
       expect.arrayContaining([
@@ -177,9 +212,9 @@ describe('rotation asked for by rollguard.io/rotate on the TLS Secret', () => {
     expect(pemOf(after, 'ca-previous.crt')).toBe(oldCa);
     // the serving certificate stays on the old CA for the propagation period (two minutes by default)
     expect(new X509Certificate(pemOf(after, 'tls.crt')!).checkIssued(new X509Certificate(oldCa))).toBe(true);
-    await waitUntil('the caBundle holding both CAs', async () => {
+    await waitUntil('both caBundles holding both CAs', async () => {
       const bundle = await caBundle();
-      return (bundle.includes(fingerprint(oldCa)) && bundle.includes(fingerprint(pemOf(after, 'ca.crt')!))) || `caBundle of ${bundle.length}`;
+      return (bundle !== undefined && bundle.includes(fingerprint(oldCa)) && bundle.includes(fingerprint(pemOf(after, 'ca.crt')!))) || (bundle ? `caBundle of ${bundle.length}` : 'the two caBundles differ');
     }, { timeoutMs: ROTATION_TIMEOUT_MS });
     expect(after.metadata?.annotations?.[COMPROMISED_CA_ANNOTATION]).toBeUndefined();
   });

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { decideEviction, type EvictionFacts } from '../../src/handover/eviction.js';
 import { createEvictionHandler } from '../../src/handover/eviction-handler.js';
+import { createMetrics } from '../../src/metrics.js';
 
 const NOW = new Date('2026-03-01T12:00:00Z');
 const set = (annotations: Record<string, string> = {}, readyReplicas = 3): V1StatefulSet => ({
@@ -66,6 +67,7 @@ describe('createEvictionHandler', () => {
   function handler(readPod: () => Promise<V1Pod | undefined>) {
     const marks: string[] = [];
     const events: string[] = [];
+    const metrics = createMetrics();
     const h = createEvictionHandler({
       readPod,
       recordOnSet: async (_set, spec) => {
@@ -76,13 +78,17 @@ describe('createEvictionHandler', () => {
         marks.push(`${name} ${how}`);
       },
       maxDeferMs: 600_000,
+      metrics,
       logger: pino({ level: 'silent' }),
     });
-    return { h, marks, events };
+    return { h, marks, events, metrics };
   }
 
+  const counts = async (metrics: ReturnType<typeof createMetrics>): Promise<Record<string, number>> =>
+    Object.fromEntries((await metrics.evictionReviews.get()).values.map((v) => [String(v.labels.result), v.value]));
+
   it('answers 429 with the message and marks the pod once', async () => {
-    const { h, marks, events } = handler(async () => primaryPod);
+    const { h, marks, events, metrics } = handler(async () => primaryPod);
     const res = await h(review());
     await h(review({ dryRun: true }));
     expect(events).toEqual(['EvictionDeferred: Eviction of pod db-0 deferred (HTTP 429): it is the primary; handing the role over first']);
@@ -90,16 +96,23 @@ describe('createEvictionHandler', () => {
     expect(marks).toEqual(['db-0 add-map']);
     await h(review({ dryRun: true }));
     expect(marks).toHaveLength(1);
+    expect(await counts(metrics)).toEqual({ deferred: 3 });
   });
 
   it('allows what is not an eviction, a pod that is gone, and, with a warning, a pod it cannot read', async () => {
-    expect((await handler(async () => primaryPod).h(review({ subResource: 'status' }))).body).toMatchObject({ response: { allowed: true } });
-    expect((await handler(async () => undefined).h(review())).body).toMatchObject({ response: { allowed: true } });
-    const failing = await handler(() => Promise.reject(new Error('connection refused'))).h(review());
+    const notEviction = handler(async () => primaryPod);
+    expect((await notEviction.h(review({ subResource: 'status' }))).body).toMatchObject({ response: { allowed: true } });
+    const gone = handler(async () => undefined);
+    expect((await gone.h(review())).body).toMatchObject({ response: { allowed: true } });
+    const unreadable = handler(() => Promise.reject(new Error('connection refused')));
+    const failing = await unreadable.h(review());
     expect(failing.body).toMatchObject({ response: { allowed: true, warnings: [expect.stringContaining('connection refused')] } });
+    expect([await counts(notEviction.metrics), await counts(gone.metrics), await counts(unreadable.metrics)]).toEqual([{ allowed: 1 }, { allowed: 1 }, { error: 1 }]);
   });
 
   it('refuses a body that is not a review with 400', async () => {
-    expect((await handler(async () => primaryPod).h({ kind: 'nope' })).status).toBe(400);
+    const { h, metrics } = handler(async () => primaryPod);
+    expect((await h({ kind: 'nope' })).status).toBe(400);
+    expect(await counts(metrics)).toEqual({ invalid: 1 });
   });
 });
