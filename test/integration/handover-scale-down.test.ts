@@ -188,6 +188,30 @@ describe('scale-down of a handover-enabled StatefulSet (rollguard as a process, 
     expect((await events('scaled')).map((e) => e.reason)).toEqual(['ScaleDownHeld', 'HandoverStarted', 'HandoverSucceeded', 'ScaledDown']);
   });
 
+  it("an autoscaler's repeated PUTs of the Scale (with its resourceVersion) converge: held, handed over, then 2 replicas", async () => {
+    printProcessLogsOnFailure([fixture.rollguard]);
+    const app = await dbSet('hpa', 2);
+    const answers: number[] = [];
+    // as the HPA controller does each sync: read the Scale, write the desired count when it differs
+    await waitUntil('the autoscaler to see 2 replicas', async () => {
+      const current = await apps.readNamespacedStatefulSetScale({ name: 'hpa', namespace: fixture.ns });
+      if (current.spec?.replicas === 2) return true;
+      try {
+        await apps.replaceNamespacedStatefulSetScale({ name: 'hpa', namespace: fixture.ns, body: { ...current, spec: { replicas: 2 } } });
+        answers.push(200);
+      } catch (err) {
+        answers.push((err as { code?: number }).code ?? 0);
+      }
+      return `scale at ${current.spec?.replicas}, answers ${answers.join(',')}`;
+    }, { timeoutMs: 60_000, intervalMs: 300 });
+    await settled('hpa', 2);
+    expect(app.primaryDeletions).toEqual([]);
+    expect(['hpa-0', 'hpa-1']).toContain(app.primary());
+    // a write that changed the set's record under the PUT's resourceVersion is a 409 the next sync repeats
+    expect(answers.every((code) => code === 200 || code === 409), answers.join(',')).toBe(true);
+    expect((await events('hpa')).map((e) => e.reason)).toEqual(['ScaleDownHeld', 'HandoverStarted', 'HandoverSucceeded', 'ScaledDown']);
+  });
+
   it('the webhook missed the scale-down (unreachable, failurePolicy Ignore): the primary goes without a handover, recorded as a Warning', async () => {
     printProcessLogsOnFailure([fixture.rollguard]);
     const app = await dbSet('missed', 2);
