@@ -59,9 +59,13 @@ export type HeldScaleDown =
   /** Scale from `replicas` to `wanted`: `removing` are the pods that goes away, highest ordinal first. */
   | { kind: 'held'; raw: string; wanted: number; replicas: number; removing: string[] };
 
+/**
+ * Read on any health-gated set: one that stopped asking for handovers while held (its primary
+ * selector removed) still has the user's count to apply, with no handover to wait for.
+ */
 export function heldScaleDown(set: V1StatefulSet): HeldScaleDown {
   const raw = set.metadata?.annotations?.[WANTED_REPLICAS_ANNOTATION];
-  if (raw === undefined || !holdsScaleDowns(set)) return { kind: 'none' };
+  if (raw === undefined || !isHealthGated(set)) return { kind: 'none' };
   if (!/^\d{1,9}$/.test(raw)) return { kind: 'unreadable', raw };
   const wanted = Number(raw);
   const replicas = replicasOf(set);

@@ -214,10 +214,8 @@ export class RolloutReconciler {
     const now = this.now();
     const pods = this.deps.podsOf(namespace, name);
     const { handover } = this.deps;
-    if (handover && wantsHandover(set)) {
-      const held = heldScaleDown(set);
-      if (held.kind !== 'none') return this.scaleDown(key, set, pods, held, handover, now);
-    }
+    const held = heldScaleDown(set);
+    if (held.kind !== 'none') return this.scaleDown(key, set, pods, held, handover && wantsHandover(set) ? handover : undefined, now);
     const healthCheck = this.takeHealthResult(key, set, now);
     const decision = decideRollout({
       set,
@@ -250,7 +248,14 @@ export class RolloutReconciler {
    * candidate is a pod that stays), then replicas = wanted in one write with the record
    * removed. The rollout waits meanwhile: one handover in flight per set.
    */
-  private async scaleDown(key: string, set: V1StatefulSet, pods: V1Pod[], held: Exclude<HeldScaleDown, { kind: 'none' }>, handover: HandoverRunner, now: Date): Promise<RolloutReconcileResult> {
+  private async scaleDown(
+    key: string,
+    set: V1StatefulSet,
+    pods: V1Pod[],
+    held: Exclude<HeldScaleDown, { kind: 'none' }>,
+    handover: HandoverRunner | undefined,
+    now: Date,
+  ): Promise<RolloutReconcileResult> {
     const log = this.deps.logger;
     if (held.kind !== 'held') {
       await this.patch(key, set, dropRecordOps(held.raw));
@@ -263,7 +268,9 @@ export class RolloutReconciler {
       return {};
     }
     let why: string;
-    if (held.wanted === 0) {
+    if (handover === undefined) {
+      why = 'the set no longer asks for handovers (no primary selector), nothing to wait for';
+    } else if (held.wanted === 0) {
       why = 'no pod stays to take the primary role, so it stops with the set';
     } else {
       await this.noteHeld(key, set, held);
@@ -287,7 +294,7 @@ export class RolloutReconciler {
     this.blocked.clear(key, now.getTime());
     const message = `Scaled down from ${held.replicas} to ${held.wanted} replicas (${WANTED_REPLICAS_ANNOTATION}): ${why}`;
     log.info({ statefulSet: key, from: held.replicas, to: held.wanted }, message);
-    await this.record(set, { type: held.wanted === 0 ? 'Warning' : 'Normal', reason: REASON_SCALED_DOWN, message, action: ACTION_SCALE });
+    await this.record(set, { type: held.wanted === 0 && handover !== undefined ? 'Warning' : 'Normal', reason: REASON_SCALED_DOWN, message, action: ACTION_SCALE });
     return {};
   }
 

@@ -113,6 +113,12 @@ describe('heldScaleDown (the leader)', () => {
     expect(heldScaleDown(set(3, { [WANTED_REPLICAS_ANNOTATION]: '-1' }))).toEqual({ kind: 'unreadable', raw: '-1' });
     expect(heldScaleDown(set(3, { [WANTED_REPLICAS_ANNOTATION]: '3' }))).toEqual({ kind: 'stale', raw: '3', wanted: 3, replicas: 3 });
     expect(heldScaleDown(set(3, {}))).toEqual({ kind: 'none' });
+    // the primary selector removed while held: the user's count is still there to apply
+    const noSelector = set(3, { [WANTED_REPLICAS_ANNOTATION]: '2' });
+    delete noSelector.metadata!.annotations![PRIMARY_SELECTOR_ANNOTATION];
+    expect(heldScaleDown(noSelector)).toMatchObject({ kind: 'held', wanted: 2 });
+    delete noSelector.metadata!.annotations![HEALTH_GATED_ANNOTATION];
+    expect(heldScaleDown(noSelector), 'not health-gated: no rollout controller acts on it').toEqual({ kind: 'none' });
   });
 
   it('applies replicas = wanted, removes the record behind a test of its value, and keeps the partition at or below replicas', () => {
