@@ -154,6 +154,14 @@ export class HandoverRunner {
     });
   }
 
+  /**
+   * Pods a held scale-down rollguard applied itself removes: its own Events (ScaledDown, and
+   * HandoverFailed when it proceeded) said why, so no PrimaryScaledDown follows for them.
+   */
+  acknowledgeRemoval(pods: readonly V1Pod[]): void {
+    for (const pod of pods) if (pod.metadata?.uid) this.scaledDown.add(pod.metadata.uid);
+  }
+
   /** A Warning, once per pod, when a scale-down removes the primary: too late to hand over, never silent. */
   private async reportScaleDown(key: string, set: V1StatefulSet, pods: readonly V1Pod[], settings: HandoverSettings, record: (spec: EventSpec) => Promise<void>): Promise<void> {
     const replicas = set.spec?.replicas ?? 1;

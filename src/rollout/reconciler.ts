@@ -289,6 +289,7 @@ export class RolloutReconciler {
       }
       why = `no pod it removes (${held.removing.join(', ')}) is the primary`;
     }
+    handover?.acknowledgeRemoval(pods.filter((p) => held.removing.includes(p.metadata?.name ?? '')));
     await this.patch(key, set, applyScaleDownOps(set, held));
     this.heldNoted.delete(key);
     this.blocked.clear(key, now.getTime());

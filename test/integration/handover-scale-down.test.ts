@@ -8,6 +8,7 @@ import { WANTED_REPLICAS_ANNOTATION } from '../../src/handover/scale-down.js';
 import {
   HANDOVER_HTTP_ANNOTATION,
   HANDOVER_INTERVAL_ANNOTATION,
+  HANDOVER_ON_FAILURE_ANNOTATION,
   HANDOVER_RETRIES_ANNOTATION,
   HANDOVER_TIMEOUT_ANNOTATION,
   PRIMARY_SELECTOR_ANNOTATION,
@@ -169,6 +170,18 @@ describe('scale-down of a handover-enabled StatefulSet (rollguard as a process, 
     await waitUntil('the handover state removed', async () => (await readSet('stuck')).metadata?.annotations?.[HANDOVER_STATE_ANNOTATION] === undefined || 'still there', { timeoutMs: 30_000 });
     expect(app.primary()).toBe('stuck-2');
     expect((await events('stuck')).map((e) => e.reason).at(-1)).toBe('HandoverSkipped');
+  });
+
+  it('handover-on-failure: proceed: every attempt failed, the scale-down goes on with a Warning, no PrimaryScaledDown besides', async () => {
+    printProcessLogsOnFailure([fixture.rollguard]);
+    const app = await dbSet('onward', 2, { [HANDOVER_RETRIES_ANNOTATION]: '1', [HANDOVER_ON_FAILURE_ANNOTATION]: 'proceed' });
+    app.setMode('fail');
+    await scaleBySpec('onward', 2);
+    await settled('onward', 2);
+    const seen = await events('onward');
+    expect(seen.map((e) => e.reason)).toEqual(['ScaleDownHeld', 'HandoverStarted', 'HandoverFailed', 'ScaledDown']);
+    expect(seen[2]!.message).toContain('every attempt failed: scaling down, removing onward-2 anyway (handover-on-failure: proceed)');
+    expect(app.calls.map((c) => c.answered)).toEqual([500]);
   });
 
   it('`kubectl scale` from 3 to 2 with the primary on ordinal 2: held at the scale subresource, handed over, then 2 replicas; a server dry run records nothing', async () => {
