@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type https from 'node:https';
+import https from 'node:https';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Agent } from 'undici';
 
@@ -32,6 +32,31 @@ const CALL_TIMEOUT_MS = 30_000;
  */
 export class PooledKubeConfig extends KubeConfig {
   private readonly pools = new Map<string, Agent>();
+  private readonly agents = new Map<string, https.Agent>();
+
+  /**
+   * For node:https requests (raw-api.ts: lists, watches, the data check's GETs). client-node puts a
+   * new https.Agent into the options on every call, so each GET opened a connection of its own;
+   * here one keep-alive agent per TLS identity serves them all.
+   */
+  override async applyToHTTPSOptions(opts: https.RequestOptions): Promise<void> {
+    await super.applyToHTTPSOptions(opts);
+    const cluster = this.getCurrentCluster();
+    if (cluster?.proxyUrl || !cluster?.server.startsWith('https:')) return;
+    const identity = tlsIdentity(cluster.server, opts);
+    let agent = this.agents.get(identity);
+    if (!agent) {
+      agent = new https.Agent({ keepAlive: true });
+      this.agents.set(identity, agent);
+      for (const [old, stale] of this.agents) {
+        if (this.agents.size <= POOLS_KEPT) break;
+        this.agents.delete(old);
+        // a watch in use on it runs to its end; the idle sockets close now
+        for (const sockets of Object.values(stale.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
+      }
+    }
+    opts.agent = agent;
+  }
 
   override async applySecurityAuthentication(context: RequestContext): Promise<void> {
     const cluster = this.getCurrentCluster();
