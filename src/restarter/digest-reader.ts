@@ -48,13 +48,19 @@ export class DigestReader {
     if (hit && now - hit.at < READ_REUSE_MS) return hit.read;
     this.forgetOld(now);
     const read = this.fetch(kind, namespace, name);
+    // re-inserted, not updated in place: the map stays in the order of `at`
+    this.remembered.delete(id);
     this.remembered.set(id, { read, at: now });
     read.catch(() => this.remembered.delete(id));
     return read;
   }
 
+  /** From the oldest on, up to the first still fresh: a read costs what expired since, not a walk of them all. */
   private forgetOld(now: number): void {
-    for (const [id, r] of this.remembered) if (now - r.at >= READ_REUSE_MS) this.remembered.delete(id);
+    for (const [id, r] of this.remembered) {
+      if (now - r.at < READ_REUSE_MS) break;
+      this.remembered.delete(id);
+    }
     while (this.remembered.size >= MAX_REMEMBERED) {
       const oldest = this.remembered.keys().next().value;
       if (oldest === undefined) break;

@@ -44,4 +44,22 @@ describe('DigestReader', () => {
     await expect(reader.read('ConfigMap', 'ns', 'c', 'u/1')).resolves.toEqual({ version: 'absent', digests: new Map() });
     expect(paths).toHaveLength(2);
   });
+
+  it('forgets reads by age: an older one expired, a younger one still answers, a renewed one counts from its renewal', async () => {
+    let clock = 0;
+    const { api, paths } = fakeApi(() => ({ metadata: { uid: 'u', resourceVersion: '1' }, data: {} }));
+    const reader = new DigestReader(api, KEYS, () => undefined, () => clock);
+    await reader.read('ConfigMap', 'ns', 'a', 'u/1');
+    clock = 30_000;
+    await reader.read('ConfigMap', 'ns', 'b', 'u/1');
+    clock = 61_000;
+    await reader.read('ConfigMap', 'ns', 'a', 'u/1'); // a expired: read again, now the youngest
+    await reader.read('ConfigMap', 'ns', 'b', 'u/1'); // b is 31 s old: remembered
+    expect(paths).toEqual(['/api/v1/namespaces/ns/configmaps/a', '/api/v1/namespaces/ns/configmaps/b', '/api/v1/namespaces/ns/configmaps/a']);
+    clock = 95_000;
+    await reader.read('ConfigMap', 'ns', 'c', 'u/1'); // b expires here, a (read at 61 s) does not
+    await reader.read('ConfigMap', 'ns', 'a', 'u/1');
+    await reader.read('ConfigMap', 'ns', 'b', 'u/1');
+    expect(paths.slice(3)).toEqual(['/api/v1/namespaces/ns/configmaps/c', '/api/v1/namespaces/ns/configmaps/b']);
+  });
 });
