@@ -1,4 +1,5 @@
-import jsonpatch, { type Operation } from 'fast-json-patch';
+import type { Operation } from 'fast-json-patch';
+import { patchedCopy } from './patched-copy.js';
 import type { AdmissionRequest } from './review.js';
 
 /**
@@ -9,8 +10,8 @@ export type Mutator = (request: AdmissionRequest, object: Record<string, unknown
 
 /**
  * Runs the mutators in order, each on the object as the previous ones left it, and returns the
- * patch from the submitted object to the final one: every mutator's operations, in order. The
- * submitted object is copied only when a mutator patches and another one follows.
+ * patch from the submitted object to the final one: every mutator's operations, in order. What a
+ * mutator patched is copied (along the patched paths only) when another one follows.
  */
 export function composeMutators(request: AdmissionRequest, object: Record<string, unknown>, mutators: readonly Mutator[]): Operation[] {
   const ops: Operation[] = [];
@@ -20,9 +21,8 @@ export function composeMutators(request: AdmissionRequest, object: Record<string
     if (own.length === 0) return;
     ops.push(...own);
     if (i === mutators.length - 1) return;
-    if (working === object) working = structuredClone(object);
     try {
-      jsonpatch.applyPatch(working, own, false, true);
+      working = patchedCopy(working, own);
     } catch (err) {
       throw new Error(`mutator ${i + 1} of ${mutators.length} wrote a patch that does not apply: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
