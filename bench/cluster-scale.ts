@@ -20,7 +20,9 @@ import { startRollguardServe, type RollguardServe } from './side-by-side/rollgua
 //   npm run build:bench && node dist/bench/cluster-scale.js
 //   BENCH_NAMESPACES (1000), BENCH_SETS_PER_NAMESPACE (5), BENCH_OBJECTS_PER_NAMESPACE (100),
 //   BENCH_STORM (2000), BENCH_PACE (100 restarts/s), BENCH_WORKERS (rollguard's --workers),
-//   BENCH_KUBECONFIG (a control plane kept, objects created)
+//   BENCH_KUBECONFIG (a control plane kept, objects created); for profiles: BENCH_NODE_ARGS (node flags of
+//   rollguard, e.g. "--cpu-prof --cpu-prof-dir=/tmp/p"), BENCH_APISERVER_ARGS (e.g. "--profiling=true" for
+//   the API server's /debug/pprof)
 
 const NAMESPACES = Number(process.env.BENCH_NAMESPACES ?? 1_000);
 const SETS_PER_NAMESPACE = Number(process.env.BENCH_SETS_PER_NAMESPACE ?? 5);
@@ -289,7 +291,7 @@ async function waitUntil(what: string, timeoutMs: number, probe: () => Promise<b
 
 async function main(): Promise<void> {
   const reuse = process.env.BENCH_KUBECONFIG;
-  const cp = reuse ? undefined : await startControlPlane({ controllerManager: false });
+  const cp = reuse ? undefined : await startControlPlane({ controllerManager: false, apiServerArgs: words(process.env.BENCH_APISERVER_ARGS) });
   const kubeconfigPath = reuse ?? cp!.kubeconfigPath;
   const kc = loadKubeConfig(kubeconfigPath);
   const ca = await createCertificateAuthority({ commonName: 'bench-ca', validitySeconds: 3600, keyBits: 2048 });
@@ -300,7 +302,7 @@ async function main(): Promise<void> {
   try {
     if ((await request('GET', `/api/v1/namespaces/${ns(NAMESPACES - 1)}`)).status !== 200) await populate(request);
     await watch.start(request, server, agentOptions);
-    const start = () => startRollguardServe({ kubeconfigPath, certDir: dir, namespace: 'rollguard-system', args: [`--max-restarts-per-second=${PACE}`, ...(WORKERS ? [`--workers=${WORKERS}`] : [])] });
+    const start = () => startRollguardServe({ kubeconfigPath, certDir: dir, namespace: 'rollguard-system', nodeArgs: words(process.env.BENCH_NODE_ARGS), args: [`--max-restarts-per-second=${PACE}`, ...(WORKERS ? [`--workers=${WORKERS}`] : [])] });
 
     const t0 = performance.now();
     rg = await start();
@@ -372,3 +374,8 @@ async function main(): Promise<void> {
 }
 
 await main();
+
+/** Space-separated flags of an environment variable; none when unset. */
+function words(value: string | undefined): string[] {
+  return (value ?? '').split(' ').filter(Boolean);
+}
