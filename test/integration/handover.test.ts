@@ -10,7 +10,6 @@ import {
   HANDOVER_CREDENTIALS_ANNOTATION,
   HANDOVER_FALLBACK_ANNOTATION,
   HANDOVER_HTTP_ANNOTATION,
-  HANDOVER_INTERVAL_ANNOTATION,
   HANDOVER_TIMEOUT_ANNOTATION,
   PRIMARY_SELECTOR_ANNOTATION,
 } from '../../src/handover/settings.js';
@@ -21,11 +20,11 @@ import { freePort } from '../env/ports.js';
 import { startRollguardFixture, type RollguardFixture } from '../env/rollguard-fixture.js';
 import { printProcessLogsOnFailure, startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
 import { waitUntil } from '../env/wait.js';
+import { HANDOVER_REASONS, handoverSet, rollguardEvents, setAtRest } from '../env/handover-sets.js';
 
 const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'dist', 'src', 'cli.js');
 const LEASE_ARGS = ['--lease-duration=4s', '--renew-deadline=3s', '--retry-period=500ms'];
 const ARGS = ['--rollout-min-step-interval=0s', '--rollout-min-ready=0s', '--debounce=0s', '--shutdown-delay=0s', ...LEASE_ARGS];
-const HANDOVER_REASONS = ['HandoverStarted', 'HandoverSucceeded', 'HandoverFailed', 'HandoverFallback', 'HandoverSkipped'];
 
 // A replicated application (one HTTP server per pod on its own 127.0.0.N, as Patroni's REST
 // API would be) and rollguard as a real process against the real control plane. What a user
@@ -58,21 +57,7 @@ describe('primary handover (rollguard as a process, fake replicated application)
     const app = await new FakeReplicatedApp(kc, fixture.ns, { setName: name, port, ...appOptions }).start();
     apps_.push(app);
     await core.createNamespacedConfigMap({ namespace: fixture.ns, body: { metadata: { name }, data: { v: '0' } } });
-    const body = statefulSet(name, {
-      replicas: 3,
-      labels: { [ENABLED_LABEL]: 'true' },
-      annotations: {
-        [HEALTH_GATED_ANNOTATION]: HEALTH_GATED_VALUE,
-        [PRIMARY_SELECTOR_ANNOTATION]: 'role=primary',
-        [HANDOVER_HTTP_ANNOTATION]: `POST :${port}/switchover`,
-        [HANDOVER_BODY_ANNOTATION]: '{"leader":"{primary}","candidate":"{candidate}"}',
-        [HANDOVER_INTERVAL_ANNOTATION]: '1s',
-        [HANDOVER_TIMEOUT_ANNOTATION]: '5s',
-        ...annotations(port),
-      },
-    });
-    body.spec!.podManagementPolicy = 'Parallel';
-    body.spec!.template.spec!.containers[0]!.envFrom = [{ configMapRef: { name } }];
+    const body = handoverSet(name, { port, annotations: { [HANDOVER_BODY_ANNOTATION]: '{"leader":"{primary}","candidate":"{candidate}"}', ...annotations(port) } });
     await apps.createNamespacedStatefulSet({ namespace: fixture.ns, body });
     await atRest(name);
     await app.makePrimary(`${name}-${primary}`);
@@ -82,24 +67,7 @@ describe('primary handover (rollguard as a process, fake replicated application)
 
   const readSet = (name: string): Promise<V1StatefulSet> => apps.readNamespacedStatefulSet({ name, namespace: fixture.ns });
 
-  async function atRest(name: string, timeoutMs = 90_000): Promise<void> {
-    await waitUntil(
-      `${name} at rest: every pod updated and Ready, partition back at replicas`,
-      async () => {
-        const set = await readSet(name);
-        const s = set.status;
-        const partition = set.spec?.updateStrategy?.rollingUpdate?.partition;
-        const ok =
-          s?.observedGeneration === set.metadata?.generation &&
-          s?.updateRevision === s?.currentRevision &&
-          s?.readyReplicas === 3 &&
-          s?.updatedReplicas === 3 &&
-          partition === 3;
-        return ok || `partition ${partition}, ready ${s?.readyReplicas}, updated ${s?.updatedReplicas}, ${s?.currentRevision} → ${s?.updateRevision}`;
-      },
-      { timeoutMs, intervalMs: 200 },
-    );
-  }
+  const atRest = (name: string, timeoutMs?: number): Promise<void> => setAtRest(apps, fixture.ns, name, timeoutMs);
 
   /** Changes the set's ConfigMap and waits until rollguard has changed the template: the rollout is on. */
   async function changeConfig(name: string, value: string): Promise<void> {
@@ -111,14 +79,7 @@ describe('primary handover (rollguard as a process, fake replicated application)
     });
   }
 
-  /** rollguard's Events on the set, in the order they were made (Event names end in the time in hex). */
-  async function events(name: string): Promise<{ reason: string; message: string; type: string }[]> {
-    const list = await core.listNamespacedEvent({ namespace: fixture.ns, fieldSelector: `involvedObject.name=${name},involvedObject.kind=StatefulSet` });
-    return list.items
-      .filter((e) => e.source?.component === 'rollguard')
-      .sort((a, b) => (a.metadata!.name! < b.metadata!.name! ? -1 : 1))
-      .map((e) => ({ reason: e.reason ?? '', message: e.message ?? '', type: e.type ?? '' }));
-  }
+  const events = (name: string): ReturnType<typeof rollguardEvents> => rollguardEvents(core, fixture.ns, name);
 
   /**
    * The reasons of rollguard's Events on the set in the order they were recorded, repeats
