@@ -11,7 +11,8 @@ import (
 )
 
 // restartAnnotator answers a review as rollguard's /mutate answers a CREATE: always allowed, patched
-// only for a write of an apps/v1 StatefulSet whose template annotations are not what they should be.
+// only for a write of an apps/v1 StatefulSet, Deployment or DaemonSet whose template annotations are
+// not what they should be.
 // An UPDATE is planned like a CREATE: rollguard's UPDATE paths (the old object's values kept, its
 // loop's own writes, restart reasons) are not mirrored, the benchmark's review is a CREATE.
 type restartAnnotator struct {
@@ -21,10 +22,13 @@ type restartAnnotator struct {
 
 var _ admission.Handler = (*restartAnnotator)(nil)
 
+// the kinds rollguard's /mutate annotates (src/kube/workloads.ts)
+var workloadKinds = map[string]bool{"StatefulSet": true, "Deployment": true, "DaemonSet": true}
+
 func (a *restartAnnotator) Handle(_ context.Context, req admission.Request) admission.Response {
 	kind := req.Kind
 	write := req.Operation == admissionv1.Create || req.Operation == admissionv1.Update
-	if !a.synced.Load() || kind.Group != "apps" || kind.Version != "v1" || kind.Kind != "StatefulSet" || !write || req.SubResource != "" {
+	if !a.synced.Load() || kind.Group != "apps" || kind.Version != "v1" || !workloadKinds[kind.Kind] || !write || req.SubResource != "" {
 		return admission.Allowed("")
 	}
 	var set map[string]any
