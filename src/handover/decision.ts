@@ -311,6 +311,10 @@ function continueHandover(input: HandoverInput, state: HandoverState, primaries:
       log: 'primary pod went away mid-handover',
     };
   }
+  // applied after every attempt failed, as on-failure proceed chose: nothing was skipped
+  if (state.trigger === 'scale-down' && !input.scaleDownTo && state.outcome === 'proceed') {
+    return { kind: 'write', state: undefined, log: 'scale-down went on after a failed handover (proceed)' };
+  }
   if (state.trigger === 'scale-down' && !input.scaleDownTo) {
     // the scale-down it was for is no longer held (raised again, or its record removed)
     return {

@@ -296,4 +296,11 @@ describe('decideHandover, a scale-down no longer held', () => {
     expect(step).toMatchObject({ kind: 'write', state: undefined, result: 'abandoned', event: { reason: 'HandoverSkipped' } });
     expect(step.kind === 'write' && step.event?.message).toBe('Handover from db-2 ended: the scale-down it was for is no longer held; db-2 stays primary');
   });
+
+  it('after a scale-down that went on (handover-on-failure: proceed), clears the state without an Event, before the pod is gone too', () => {
+    const proceeded = state({ from: 'db-2', fromUid: 'uid-2', to: 'db-0', trigger: 'scale-down', outcome: 'proceed', calledAt: undefined, nextAt: later(5_000).toISOString() });
+    const pods = [pod(0, { role: 'replica' }), pod(1, { role: 'replica' }), pod(2, { role: 'primary' })];
+    const step = decideHandover(input({ pods, state: { kind: 'state', state: proceeded } }));
+    expect(step).toEqual({ kind: 'write', state: undefined, log: 'scale-down went on after a failed handover (proceed)' });
+  });
 });
