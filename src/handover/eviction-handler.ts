@@ -86,11 +86,12 @@ export function createEvictionHandler(opts: EvictionHandlerOptions): (body: unkn
         if (verdict.warning) opts.logger.warn({ pod: `${namespace}/${name}` }, verdict.warning);
         return counted(verdict.warning ? 'allowed_unguarded' : 'allowed', review(request.uid, true, { warning: verdict.warning }));
       }
-      if (!firstDeferred.has(uid)) {
+      // a dry run defers nothing: it neither starts the clock of --eviction-defer-max nor is told
+      if (!firstDeferred.has(uid) && request.dryRun !== true) {
         if (firstDeferred.size >= DEFERRALS_REMEMBERED) firstDeferred.delete(firstDeferred.keys().next().value ?? '');
         firstDeferred.set(uid, now());
-        // once per pod and replica, not per retry of the drain; never on a dry run
-        if (set && opts.recordOnSet && request.dryRun !== true) {
+        // once per pod and replica, not per retry of the drain
+        if (set && opts.recordOnSet) {
           void opts.recordOnSet(set, { type: 'Normal', reason: REASON_EVICTION_DEFERRED, message: `Eviction of pod ${name} deferred (HTTP 429): it is the primary; handing the role over first`, action: 'DeferEviction' });
         }
       }

@@ -264,15 +264,17 @@ describe('primary handover (rollguard as a process, fake replicated application)
     });
     await admission.createValidatingWebhookConfiguration({ body: { metadata: { name }, webhooks: [hook(fixture.rollguard.webhookPort)] } });
     try {
-      const evict = async (pod: string): Promise<{ code: number; message: string }> => {
+      const evict = async (pod: string, dryRun = false): Promise<{ code: number; message: string }> => {
         try {
-          await core.createNamespacedPodEviction({ name: pod, namespace: fixture.ns, body: { metadata: { name: pod, namespace: fixture.ns } } });
+          await core.createNamespacedPodEviction({ name: pod, namespace: fixture.ns, body: { metadata: { name: pod, namespace: fixture.ns } }, ...(dryRun ? { dryRun: 'All' } : {}) });
           return { code: 201, message: '' };
         } catch (err) {
           const e = err as { code?: number; body?: unknown };
           return { code: e.code ?? 0, message: typeof e.body === 'string' ? e.body : JSON.stringify(e.body) };
         }
       };
+      // the API server takes up a new webhook configuration through its own watch: a dry run marks nothing
+      await waitUntil('the API server to send evictions to the guard', async () => (await evict('evict-0', true)).code === 429 || 'allowed');
       expect((await evict('evict-2')).code).toBe(201);
       const first = await evict('evict-0');
       expect(first.code).toBe(429);

@@ -99,6 +99,15 @@ describe('createEvictionHandler', () => {
     expect(await counts(metrics)).toEqual({ deferred: 3 });
   });
 
+  it('a dry run first neither records the deferral nor starts its clock: the real eviction after it does', async () => {
+    const { h, marks, events } = handler(async () => primaryPod);
+    expect((await h(review({ dryRun: true }))).body).toMatchObject({ response: { allowed: false, status: { code: 429 } } });
+    expect([marks, events]).toEqual([[], []]);
+    await h(review());
+    expect(events).toEqual(['EvictionDeferred: Eviction of pod db-0 deferred (HTTP 429): it is the primary; handing the role over first']);
+    expect(marks).toEqual(['db-0 add-map']);
+  });
+
   it('allows what is not an eviction, a pod that is gone, and, with a warning, a pod it cannot read', async () => {
     const notEviction = handler(async () => primaryPod);
     expect((await notEviction.h(review({ subResource: 'status' }))).body).toMatchObject({ response: { allowed: true } });
