@@ -1,3 +1,4 @@
+import { Watch, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { FakeKubelet } from '../../src/dev/fake-kubelet.js';
 import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
@@ -42,27 +43,34 @@ describe('test control plane', () => {
   it('rolls a template change from ordinal 2 down to 0', async () => {
     const before = await apps.readNamespacedStatefulSet({ name: 'web', namespace });
     const oldRevision = before.status!.updateRevision!;
+    // the order the API server stored the new pods in, from a watch: polling the list saw two
+    // pods replaced between polls on a loaded machine and read them in name order
     const order: string[] = [];
-    const seen = new Set<string>();
-    await apps.patchNamespacedStatefulSet({
-      name: 'web',
-      namespace,
-      body: [{ op: 'add', path: '/spec/template/metadata/annotations', value: { change: '1' } }],
-    });
-    await waitFor('every pod on the new revision', async () => {
-      const s = await apps.readNamespacedStatefulSet({ name: 'web', namespace });
-      const rev = s.status?.updateRevision;
-      if (!rev || rev === oldRevision) return undefined;
-      const pods = (await core.listNamespacedPod({ namespace, labelSelector: 'app=web' })).items;
-      for (const p of pods) {
-        const name = p.metadata!.name!;
-        if (p.metadata!.labels!['controller-revision-hash'] === rev && !seen.has(name)) {
-          seen.add(name);
-          order.push(name);
-        }
-      }
-      return seen.size === 3 && s.status?.readyReplicas === 3 && s.status.currentRevision === rev ? true : undefined;
-    }, { timeoutMs: 60_000, intervalMs: 50 });
+    const watching = await new Watch(kc).watch(
+      `/api/v1/namespaces/${namespace}/pods`,
+      { labelSelector: 'app=web' },
+      (_phase, pod: V1Pod) => {
+        const name = pod.metadata?.name ?? '';
+        const revision = pod.metadata?.labels?.['controller-revision-hash'];
+        if (revision !== undefined && revision !== oldRevision && !order.includes(name)) order.push(name);
+      },
+      () => undefined,
+    );
+    try {
+      await apps.patchNamespacedStatefulSet({
+        name: 'web',
+        namespace,
+        body: [{ op: 'add', path: '/spec/template/metadata/annotations', value: { change: '1' } }],
+      });
+      await waitFor('every pod on the new revision', async () => {
+        const s = await apps.readNamespacedStatefulSet({ name: 'web', namespace });
+        const rev = s.status?.updateRevision;
+        if (!rev || rev === oldRevision) return undefined;
+        return order.length === 3 && s.status?.readyReplicas === 3 && s.status.currentRevision === rev ? true : undefined;
+      }, { timeoutMs: 60_000, intervalMs: 50 });
+    } finally {
+      watching.abort();
+    }
     expect(order).toEqual(['web-2', 'web-1', 'web-0']);
   });
 });
