@@ -43,35 +43,25 @@ export class PooledKubeConfig extends KubeConfig {
     await super.applyToHTTPSOptions(opts);
     const cluster = this.getCurrentCluster();
     if (cluster?.proxyUrl || !cluster?.server.startsWith('https:')) return;
-    const identity = tlsIdentity(cluster.server, opts);
-    let agent = this.agents.get(identity);
-    if (!agent) {
-      agent = new https.Agent({ keepAlive: true });
-      this.agents.set(identity, agent);
-      for (const [old, stale] of this.agents) {
-        if (this.agents.size <= POOLS_KEPT) break;
-        this.agents.delete(old);
-        // a watch in use on it runs to its end; the idle sockets close now
-        for (const sockets of Object.values(stale.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
-      }
-    }
-    opts.agent = agent;
+    opts.agent = kept(this.agents, tlsIdentity(cluster.server, opts), () => new https.Agent({ keepAlive: true }), (stale) => {
+      // a watch in use on it runs to its end; the idle sockets close now
+      for (const sockets of Object.values(stale.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
+    });
   }
 
   override async applySecurityAuthentication(context: RequestContext): Promise<void> {
     const cluster = this.getCurrentCluster();
     if (cluster?.proxyUrl) return super.applySecurityAuthentication(context);
     const opts: https.RequestOptions = {};
-    await this.applyToHTTPSOptions(opts);
+    // client-node's own: the https.Agent this class would pool is not what a typed call uses
+    await super.applyToHTTPSOptions(opts);
     if (opts.auth) context.setHeaderParam('Authorization', `Basic ${Buffer.from(opts.auth).toString('base64')}`);
     const headers = opts.headers;
     if (headers && !Array.isArray(headers)) {
       for (const [name, value] of Object.entries(headers)) if (value !== undefined) context.setHeaderParam(name, String(value));
     }
-    const identity = tlsIdentity(cluster?.server ?? '', opts);
-    let pool = this.pools.get(identity);
-    if (!pool) {
-      const made = this.createDispatcherOptions(cluster, {
+    const made = (): Agent | undefined => {
+      const dispatcher = this.createDispatcherOptions(cluster, {
         ca: opts.ca,
         cert: opts.cert,
         key: opts.key,
@@ -81,22 +71,31 @@ export class PooledKubeConfig extends KubeConfig {
         ...(opts.servername !== undefined ? { servername: opts.servername } : {}),
       });
       // 'none': plain http without TLS settings; fetch's global dispatcher serves it
-      if (made.type !== 'agent') return;
-      pool = new Agent({ connect: made.connect, allowH2: false, headersTimeout: CALL_TIMEOUT_MS, bodyTimeout: CALL_TIMEOUT_MS });
-      this.keep(identity, pool);
-    }
-    context.setDispatcher(pool);
+      if (dispatcher.type !== 'agent') return undefined;
+      return new Agent({ connect: dispatcher.connect, allowH2: false, headersTimeout: CALL_TIMEOUT_MS, bodyTimeout: CALL_TIMEOUT_MS });
+    };
+    // calls still running on a retired pool finish; it closes after them
+    const pool = kept(this.pools, tlsIdentity(cluster?.server ?? '', opts), made, (stale) => stale.close().catch(() => undefined));
+    if (pool) context.setDispatcher(pool);
   }
+}
 
-  private keep(identity: string, pool: Agent): void {
-    this.pools.set(identity, pool);
-    for (const [old, stale] of this.pools) {
-      if (this.pools.size <= POOLS_KEPT) break;
-      this.pools.delete(old);
-      // calls still running on it finish; it closes after them
-      stale.close().catch(() => undefined);
-    }
+/**
+ * The pool kept for `identity`, made when there is none; the newest POOLS_KEPT stay, the
+ * older ones are retired (a rotated client certificate leaves one behind, not one per rotation).
+ */
+function kept<T>(pools: Map<string, T>, identity: string, make: () => T | undefined, retire: (stale: T) => void): T | undefined {
+  const known = pools.get(identity);
+  if (known) return known;
+  const pool = make();
+  if (pool === undefined) return undefined;
+  pools.set(identity, pool);
+  for (const [old, stale] of pools) {
+    if (pools.size <= POOLS_KEPT) break;
+    pools.delete(old);
+    retire(stale);
   }
+  return pool;
 }
 
 function tlsIdentity(server: string, opts: https.RequestOptions): string {
