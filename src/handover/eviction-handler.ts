@@ -1,7 +1,7 @@
 import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import jsonpatch from 'fast-json-patch';
 import type { Logger } from 'pino';
-import { parseAdmissionReview, ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND } from '../admission/review.js';
+import { admissionResponseFor, parseAdmissionReview } from '../admission/review.js';
 import { errorText, statusCode } from '../kube/api-status.js';
 import type { EventSpec } from '../kube/events.js';
 import type { Metrics } from '../metrics.js';
@@ -38,20 +38,13 @@ export interface EvictionHandlerOptions {
  */
 type EvictionResult = 'allowed' | 'deferred' | 'allowed_unguarded' | 'error' | 'invalid';
 
-function review(uid: string, allowed: boolean, extra: { message?: string; warning?: string }): HandlerResult {
-  return {
-    status: 200,
-    body: {
-      apiVersion: ADMISSION_API_VERSION,
-      kind: ADMISSION_REVIEW_KIND,
-      response: {
-        uid,
-        allowed,
-        ...(allowed ? {} : { status: { code: TOO_MANY_REQUESTS, reason: 'TooManyRequests', message: extra.message } }),
-        ...(extra.warning ? { warnings: [extra.warning] } : {}),
-      },
-    },
-  };
+function allowed(uid: string, warning?: string): HandlerResult {
+  return { status: 200, body: admissionResponseFor(uid, [], warning ? [warning] : []) };
+}
+
+/** HTTP 429 in the review's status: `kubectl drain` retries it. */
+function deferred(uid: string, message: string): HandlerResult {
+  return { status: 200, body: { ...admissionResponseFor(uid, []), response: { uid, allowed: false, status: { code: TOO_MANY_REQUESTS, reason: 'TooManyRequests', message } } } };
 }
 
 /**
@@ -73,7 +66,7 @@ export function createEvictionHandler(opts: EvictionHandlerOptions): (body: unkn
     const namespace = request.namespace ?? '';
     const name = request.name ?? '';
     if (request.resource?.resource !== 'pods' || request.subResource !== 'eviction' || request.operation !== 'CREATE' || !name) {
-      return counted('allowed', review(request.uid, true, {}));
+      return counted('allowed', allowed(request.uid));
     }
     try {
       const pod = await opts.readPod(namespace, name);
@@ -84,7 +77,7 @@ export function createEvictionHandler(opts: EvictionHandlerOptions): (body: unkn
       if (verdict.allow) {
         firstDeferred.delete(uid);
         if (verdict.warning) opts.logger.warn({ pod: `${namespace}/${name}` }, verdict.warning);
-        return counted(verdict.warning ? 'allowed_unguarded' : 'allowed', review(request.uid, true, { warning: verdict.warning }));
+        return counted(verdict.warning ? 'allowed_unguarded' : 'allowed', allowed(request.uid, verdict.warning));
       }
       // a dry run defers nothing: it neither starts the clock of --eviction-defer-max nor is told
       if (!firstDeferred.has(uid) && request.dryRun !== true) {
@@ -104,11 +97,11 @@ export function createEvictionHandler(opts: EvictionHandlerOptions): (body: unkn
         }
         opts.logger.info({ pod: `${namespace}/${name}`, set: set?.metadata?.name }, 'eviction of a primary deferred: handover requested');
       }
-      return counted('deferred', review(request.uid, false, { message: verdict.message }));
+      return counted('deferred', deferred(request.uid, verdict.message));
     } catch (err) {
-      if (statusCode(err) === NOT_FOUND) return counted('allowed', review(request.uid, true, {}));
+      if (statusCode(err) === NOT_FOUND) return counted('allowed', allowed(request.uid));
       opts.logger.warn({ pod: `${namespace}/${name}`, err: errorText(err) }, 'eviction guard could not decide; allowed');
-      return counted('error', review(request.uid, true, { warning: `rollguard could not check for a primary handover (${errorText(err)}); allowed` }));
+      return counted('error', allowed(request.uid, `rollguard could not check for a primary handover (${errorText(err)}); allowed`));
     }
   };
 }
