@@ -21,17 +21,20 @@ export interface WebhookRegistrationOptions {
   evictionGuard?: boolean;
 }
 
-/** The eviction guard's entry, as deploy/base ships it but by URL: a namespaceSelector (an objectSelector would see the Eviction). */
-function evictionGuardEntry(opts: WebhookRegistrationOptions): V1ValidatingWebhook {
+/**
+ * The eviction guard's entry, as deploy/base ships it but by URL on loopback: a namespaceSelector
+ * (an objectSelector would see the Eviction). No caBundle: rollguard injects it, or the caller sets it.
+ */
+export function evictionGuardEntry(port: number, namespaceSelector: V1LabelSelector, timeoutSeconds = 5): V1ValidatingWebhook {
   return {
     name: 'evictions.rollguard.io',
-    clientConfig: { url: `https://127.0.0.1:${opts.port}/validate-eviction` },
+    clientConfig: { url: `https://127.0.0.1:${port}/validate-eviction` },
     rules: [{ operations: ['CREATE'], apiGroups: [''], apiVersions: ['v1'], resources: ['pods/eviction'] }],
-    namespaceSelector: opts.namespaceSelector,
+    namespaceSelector,
     failurePolicy: 'Ignore',
     sideEffects: 'NoneOnDryRun',
     admissionReviewVersions: ['v1'],
-    timeoutSeconds: opts.timeoutSeconds ?? 5,
+    timeoutSeconds,
   };
 }
 
@@ -91,7 +94,7 @@ export async function registerWebhook(kc: KubeConfig, opts: WebhookRegistrationO
     },
   });
   if (opts.evictionGuard) {
-    await api.createValidatingWebhookConfiguration({ body: { metadata: { name: opts.name }, webhooks: [evictionGuardEntry(opts)] } });
+    await api.createValidatingWebhookConfiguration({ body: { metadata: { name: opts.name }, webhooks: [evictionGuardEntry(opts.port, opts.namespaceSelector, opts.timeoutSeconds)] } });
   }
   return {
     name: opts.name,

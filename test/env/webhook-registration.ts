@@ -1,4 +1,4 @@
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig, V1ValidatingWebhook } from '@kubernetes/client-node';
 import { registerWebhook as registerDevWebhook, type WebhookRegistration } from '../../src/dev/webhook-registration.js';
 
 export type { WebhookRegistration };
@@ -10,4 +10,9 @@ export function registerWebhook(
 ): Promise<WebhookRegistration> {
   const { namespace, ...rest } = opts;
   return registerDevWebhook(kc, { ...rest, namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': namespace } } });
+}
+
+/** A webhook entry with the caBundle a test read from rollguard's own registration. */
+export function withCaBundle(entry: V1ValidatingWebhook, caBundle: string | undefined): V1ValidatingWebhook {
+  return { ...entry, clientConfig: { ...entry.clientConfig, caBundle } };
 }

@@ -11,6 +11,8 @@ import { freePort } from '../env/ports.js';
 import { startRollguardFixture, type RollguardFixture } from '../env/rollguard-fixture.js';
 import { printProcessLogsOnFailure } from '../env/rollguard-process.js';
 import { waitUntil } from '../env/wait.js';
+import { withCaBundle } from '../env/webhook-registration.js';
+import { evictionGuardEntry } from '../../src/dev/webhook-registration.js';
 
 const ARGS = ['--rollout-min-step-interval=0s', '--rollout-min-ready=0s', '--debounce=0s', '--shutdown-delay=0s'];
 const SET = 'db';
@@ -39,18 +41,7 @@ describe('eviction guard and a PodDisruptionBudget together (rollguard as a proc
     await admission.createValidatingWebhookConfiguration({
       body: {
         metadata: { name: hookName },
-        webhooks: [
-          {
-            name: 'evictions.rollguard.io',
-            clientConfig: { url: `https://127.0.0.1:${fixture.rollguard.webhookPort}/validate-eviction`, caBundle },
-            rules: [{ operations: ['CREATE'], apiGroups: [''], apiVersions: ['v1'], resources: ['pods/eviction'] }],
-            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': fixture.ns } },
-            failurePolicy: 'Ignore',
-            sideEffects: 'NoneOnDryRun',
-            admissionReviewVersions: ['v1'],
-            timeoutSeconds: 5,
-          },
-        ],
+        webhooks: [withCaBundle(evictionGuardEntry(fixture.rollguard.webhookPort, { matchLabels: { 'kubernetes.io/metadata.name': fixture.ns } }), caBundle)],
       },
     });
     const port = await freePort();

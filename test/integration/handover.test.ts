@@ -20,6 +20,8 @@ import { freePort } from '../env/ports.js';
 import { startRollguardFixture, type RollguardFixture } from '../env/rollguard-fixture.js';
 import { printProcessLogsOnFailure, startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
 import { waitUntil } from '../env/wait.js';
+import { withCaBundle } from '../env/webhook-registration.js';
+import { evictionGuardEntry } from '../../src/dev/webhook-registration.js';
 import { HANDOVER_REASONS, handoverSet, rollguardEvents, setAtRest } from '../env/handover-sets.js';
 
 const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'dist', 'src', 'cli.js');
@@ -252,16 +254,7 @@ describe('primary handover (rollguard as a process, fake replicated application)
     const caBundle = (await admission.readMutatingWebhookConfiguration({ name: fixture.ns })).webhooks?.[0]?.clientConfig.caBundle;
     expect(caBundle).toBeTruthy();
     const name = `${fixture.ns}-eviction`;
-    const hook = (port: number) => ({
-      name: 'evictions.rollguard.io',
-      clientConfig: { url: `https://127.0.0.1:${port}/validate-eviction`, caBundle },
-      rules: [{ operations: ['CREATE'], apiGroups: [''], apiVersions: ['v1'], resources: ['pods/eviction'] }],
-      namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': fixture.ns } },
-      failurePolicy: 'Ignore',
-      sideEffects: 'NoneOnDryRun',
-      admissionReviewVersions: ['v1'],
-      timeoutSeconds: 5,
-    });
+    const hook = (port: number) => withCaBundle(evictionGuardEntry(port, { matchLabels: { 'kubernetes.io/metadata.name': fixture.ns } }), caBundle);
     await admission.createValidatingWebhookConfiguration({ body: { metadata: { name }, webhooks: [hook(fixture.rollguard.webhookPort)] } });
     try {
       const evict = async (pod: string, dryRun = false): Promise<{ code: number; message: string }> => {

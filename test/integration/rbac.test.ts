@@ -23,7 +23,7 @@ import { createSignedCertificate } from '../../src/tls/certificates.js';
 import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
 import { EXPIRES_AT_PREFIX } from '../../src/compat/expiry.js';
 import { STACKABLE_ENABLED_LABEL, enabledLabels } from '../../src/compat/stackable.js';
-import { webhookEntryName } from '../../src/dev/webhook-registration.js';
+import { evictionGuardEntry, webhookEntryName } from '../../src/dev/webhook-registration.js';
 import { HEALTH_GATED_ANNOTATION, HEALTH_GATED_VALUE } from '../../src/rollout/decision.js';
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
 import { WANTED_REPLICAS_ANNOTATION } from '../../src/handover/scale-down.js';
@@ -229,18 +229,7 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
     await admission.createValidatingWebhookConfiguration({
       body: {
         metadata: { name: webhookConfiguration },
-        webhooks: [
-          {
-            name: 'evictions.rollguard.io',
-            clientConfig: { url: `https://127.0.0.1:${rollguard.webhookPort}/validate-eviction` },
-            rules: [{ operations: ['CREATE'], apiGroups: [''], apiVersions: ['v1'], resources: ['pods/eviction'] }],
-            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': workloads } },
-            failurePolicy: 'Ignore',
-            sideEffects: 'NoneOnDryRun',
-            admissionReviewVersions: ['v1'],
-            timeoutSeconds: 5,
-          },
-        ],
+        webhooks: [evictionGuardEntry(rollguard.webhookPort, { matchLabels: { 'kubernetes.io/metadata.name': workloads } })],
       },
     });
     await rollguard.waitReady();
