@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import https from 'node:https';
+import type https from 'node:https';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Agent } from 'undici';
 
@@ -32,29 +32,12 @@ const CALL_TIMEOUT_MS = 30_000;
  */
 export class PooledKubeConfig extends KubeConfig {
   private readonly pools = new Map<string, Agent>();
-  private readonly agents = new Map<string, https.Agent>();
-
-  /**
-   * For node:https requests (raw-api.ts: lists, watches, the data check's GETs). client-node puts a
-   * new https.Agent into the options on every call, so each GET opened a connection of its own;
-   * here one keep-alive agent per TLS identity serves them all.
-   */
-  override async applyToHTTPSOptions(opts: https.RequestOptions): Promise<void> {
-    await super.applyToHTTPSOptions(opts);
-    const cluster = this.getCurrentCluster();
-    if (cluster?.proxyUrl || !cluster?.server.startsWith('https:')) return;
-    opts.agent = kept(this.agents, tlsIdentity(cluster.server, opts), () => new https.Agent({ keepAlive: true }), (stale) => {
-      // a watch in use on it runs to its end; the idle sockets close now
-      for (const sockets of Object.values(stale.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
-    });
-  }
 
   override async applySecurityAuthentication(context: RequestContext): Promise<void> {
     const cluster = this.getCurrentCluster();
     if (cluster?.proxyUrl) return super.applySecurityAuthentication(context);
     const opts: https.RequestOptions = {};
-    // client-node's own: the https.Agent this class would pool is not what a typed call uses
-    await super.applyToHTTPSOptions(opts);
+    await this.applyToHTTPSOptions(opts);
     if (opts.auth) context.setHeaderParam('Authorization', `Basic ${Buffer.from(opts.auth).toString('base64')}`);
     const headers = opts.headers;
     if (headers && !Array.isArray(headers)) {
@@ -83,6 +66,9 @@ export class PooledKubeConfig extends KubeConfig {
 /**
  * The pool kept for `identity`, made when there is none; the newest POOLS_KEPT stay, the
  * older ones are retired (a rotated client certificate leaves one behind, not one per rotation).
+ * node:https requests (raw-api.ts: lists, watches, the data check's GETs) are not pooled: a
+ * kept-alive socket that went half-open would hold the next list or GET with no timeout
+ * (faults-watch-silent.test.ts caught it); they open a connection each, as client-node makes them.
  */
 function kept<T>(pools: Map<string, T>, identity: string, make: () => T | undefined, retire: (stale: T) => void): T | undefined {
   const known = pools.get(identity);

@@ -10,8 +10,6 @@ import { waitUntil } from '../env/wait.js';
 
 const SETS = 10;
 const CHANGES = 3;
-/** ConfigMaps of one set each: every change is a GET of its own for the data check */
-const OWN_CONFIGMAPS = 12;
 const KEY = annotationKey('ConfigMap', 'shared');
 
 // rollguard's writes (patches, Events, the data check's GETs) go over connections it keeps: a
@@ -84,36 +82,4 @@ describe('connections to the API server', () => {
     expect(opened, `${opened} connections opened for about ${calls} API calls`).toBeLessThanOrEqual(10);
   });
 
-  it(`the data check's GETs reuse connections too: ${OWN_CONFIGMAPS} ConfigMaps of a set each, changed ${CHANGES} times`, async () => {
-    expect(rollguard, 'the test above started rollguard').toBeDefined();
-    for (let i = 0; i < OWN_CONFIGMAPS; i++) {
-      await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: `own-${i}` }, data: { v: '0' } } });
-      const set = statefulSet(`own-${i}`, { replicas: 0, labels: { [ENABLED_LABEL]: 'true' } });
-      set.spec!.template.spec!.containers[0]!.envFrom = [{ configMapRef: { name: `own-${i}` } }];
-      await apps.createNamespacedStatefulSet({ namespace: ns, body: set });
-    }
-    const annotatedAt = async (i: number, resourceVersion: string): Promise<boolean> =>
-      (await apps.readNamespacedStatefulSet({ name: `own-${i}`, namespace: ns })).spec?.template.metadata?.annotations?.[annotationKey('ConfigMap', `own-${i}`)]?.endsWith(`/${resourceVersion}`) === true;
-    const versions = await Promise.all(
-      Array.from({ length: OWN_CONFIGMAPS }, async (_, i) => (await core.readNamespacedConfigMap({ name: `own-${i}`, namespace: ns })).metadata!.resourceVersion!),
-    );
-    await waitUntil('every own-N set annotated', async () => (await Promise.all(versions.map((v, i) => annotatedAt(i, v)))).every(Boolean) || 'not yet');
-
-    const before = proxy!.accepted();
-    for (let n = 1; n <= CHANGES; n++) {
-      const changed = await Promise.all(
-        Array.from({ length: OWN_CONFIGMAPS }, async (_, i) =>
-          (await core.patchNamespacedConfigMap({ name: `own-${i}`, namespace: ns, body: [{ op: 'replace', path: '/data/v', value: String(n) }] })).metadata!.resourceVersion!,
-        ),
-      );
-      await waitUntil(`change ${n} of every own-N rolled its set`, async () => {
-        const done = await Promise.all(changed.map((v, i) => annotatedAt(i, v)));
-        return done.every(Boolean) || `${done.filter((d) => !d).length} behind`;
-      });
-    }
-    // each change of each ConfigMap: one GET (the data check), one patch, one Event
-    const calls = CHANGES * OWN_CONFIGMAPS * 3;
-    const opened = proxy!.accepted() - before;
-    expect(opened, `${opened} connections opened for about ${calls} API calls, ${CHANGES * OWN_CONFIGMAPS} of them the data check's GETs`).toBeLessThanOrEqual(10);
-  });
 });

@@ -1,4 +1,3 @@
-import type https from 'node:https';
 import { HttpMethod, RequestContext } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { PooledKubeConfig } from '../../src/kube/kubeconfig.js';
@@ -46,21 +45,5 @@ describe('PooledKubeConfig', () => {
     await call(kc);
     const reused = await call(kc);
     expect(reused.getHeaders().Authorization).toBe(`Basic ${b64('admin:pw')}`);
-  });
-
-  it('gives node:https requests (lists, watches, the data check) one keep-alive agent per TLS identity', async () => {
-    const kc = config({ cert: 'cert-1', token: 'token-1' });
-    const options = async (): Promise<https.RequestOptions> => {
-      const opts: https.RequestOptions = {};
-      await kc.applyToHTTPSOptions(opts);
-      return opts;
-    };
-    const [first, second] = [await options(), await options()];
-    expect(first.agent).toBeDefined();
-    expect(second.agent).toBe(first.agent);
-    expect((first.agent as https.Agent & { keepAlive?: boolean }).keepAlive).toBe(true);
-    expect(second.headers).toMatchObject({ Authorization: 'Bearer token-1' });
-    config({ cert: 'cert-2' }, kc);
-    expect((await options()).agent).not.toBe(first.agent);
   });
 });
