@@ -18,7 +18,7 @@ import { createRestarterController } from './restarter/controller.js';
 import { dialectFor, type CompatMode } from './compat/stackable.js';
 import { createPodRestarter } from './compat/pod-restarter.js';
 import { createRolloutController } from './rollout/controller.js';
-import { createEvictionHandler, markOps } from './handover/eviction-handler.js';
+import { createEvictionHandler } from './handover/eviction-handler.js';
 import { statusCode } from './kube/api-status.js';
 import { AdminServer } from './server/admin-server.js';
 import { readiness, type Readiness } from './server/readiness.js';
@@ -249,9 +249,7 @@ function evictionGuard(
       }
     },
     statefulSet: (namespace, name) => sets.get(namespace, name),
-    markPod: async (namespace, name, annotations) => {
-      await core.patchNamespacedPod({ name, namespace, body: markOps(annotations) });
-    },
+    annotatePod: (namespace, name, ops) => core.patchNamespacedPod({ name, namespace, body: ops }),
     recordOnSet: (set, spec) =>
       events.record(
         { apiVersion: 'apps/v1', kind: 'StatefulSet', namespace: set.metadata?.namespace ?? '', name: set.metadata?.name ?? '', uid: set.metadata?.uid ?? '' },

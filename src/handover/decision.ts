@@ -2,7 +2,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { isTerminating, podOrdinal, podRevision } from '../rollout/pods.js';
 import { matches } from './selector.js';
 import { describeAction, type HandoverAction, type HandoverSettings } from './settings.js';
-import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE, HANDOVER_STATE_ANNOTATION, type HandoverState, type HandoverTrigger, type ReadState } from './state.js';
+import { evictionAllowedRecently, HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE, HANDOVER_STATE_ANNOTATION, type HandoverState, type HandoverTrigger, type ReadState } from './state.js';
 
 export const REASON_HANDOVER_STARTED = 'HandoverStarted';
 export const REASON_HANDOVER_SUCCEEDED = 'HandoverSucceeded';
@@ -98,25 +98,41 @@ function byOrdinal(setName: string): (a: V1Pod, b: V1Pod) => number {
 }
 
 /**
- * The pod the role should go to: Ready, not terminating, not the primary; one on the update
- * revision if any is (the rollout then needs no second handover), else the one rolled last
- * (the lowest ordinal: partitions step down from the highest).
+ * The pod the role should go to: Ready, not terminating, not the primary, and not a pod whose
+ * eviction the guard allowed moments ago (at `now`); one on the update revision if any is (the
+ * rollout then needs no second handover), else the one rolled last (the lowest ordinal:
+ * partitions step down from the highest).
  */
 export function chooseCandidate(
   pods: readonly V1Pod[],
   primary: string,
   setName: string,
   updateRevision: string | undefined,
+  now: Date,
   scaleDownTo?: HandoverInput['scaleDownTo'],
 ): string | undefined {
+  const ready = readyOthers(pods, primary, setName, scaleDownTo).filter((p) => !evictionAllowedRecently(p, now));
+  const updated = ready.filter((p) => updateRevision !== undefined && podRevision(p) === updateRevision);
+  return nameOf(updated[0] ?? ready[0] ?? {}) || undefined;
+}
+
+function readyOthers(pods: readonly V1Pod[], primary: string, setName: string, scaleDownTo?: HandoverInput['scaleDownTo']): V1Pod[] {
   const stays = (pod: V1Pod): boolean => {
     if (!scaleDownTo) return true;
     const ordinal = podOrdinal(nameOf(pod), setName);
     return ordinal !== undefined && ordinal - scaleDownTo.ordinalStart < scaleDownTo.replicas;
   };
-  const ready = pods.filter((p) => nameOf(p) !== primary && isReady(p) && stays(p)).sort(byOrdinal(setName));
-  const updated = ready.filter((p) => updateRevision !== undefined && podRevision(p) === updateRevision);
-  return nameOf(updated[0] ?? ready[0] ?? {}) || undefined;
+  return pods.filter((p) => nameOf(p) !== primary && isReady(p) && stays(p)).sort(byOrdinal(setName));
+}
+
+/**
+ * No candidate only because every other Ready pod is being evicted: wait for them to go (and
+ * come back), rather than count it a failure; the marks are stale within a minute.
+ */
+function waitForStayingPod(input: HandoverInput, primary: string): HandoverStep | undefined {
+  const evicted = readyOthers(input.pods, primary, input.setName, input.scaleDownTo).filter((p) => evictionAllowedRecently(p, input.now));
+  if (evicted.length === 0) return undefined;
+  return { kind: 'wait', retryAfterMs: VERIFY_POLL_MS, reason: `every other Ready pod of ${input.setName} is being evicted (${evicted.map(nameOf).join(', ')}); waiting for one that stays` };
 }
 
 function labelsOf(pod: V1Pod | undefined): Record<string, string> | undefined {
@@ -206,7 +222,11 @@ export function decideHandover(input: HandoverInput): HandoverStep {
 function start(input: HandoverInput, primary: V1Pod, trigger: HandoverTrigger): HandoverStep {
   const { settings, now, setName } = input;
   const from = nameOf(primary);
-  const candidate = chooseCandidate(input.pods, from, setName, input.updateRevision, input.scaleDownTo);
+  const candidate = chooseCandidate(input.pods, from, setName, input.updateRevision, now, input.scaleDownTo);
+  if (candidate === undefined) {
+    const wait = waitForStayingPod(input, from);
+    if (wait) return wait;
+  }
   const base: HandoverState = {
     from,
     fromUid: primary.metadata?.uid ?? '',
@@ -332,9 +352,9 @@ function continueHandover(input: HandoverInput, state: HandoverState, primaries:
     if (nextInMs > 0) return { kind: 'wait', retryAfterMs: nextInMs, reason: `next handover attempt of ${setName} in ${seconds(nextInMs)}` };
     // re-read before every attempt: an application that moved the role by itself needs no call
     if (!stillPrimary) return { kind: 'wait', retryAfterMs: VERIFY_POLL_MS, reason: `${state.from} no longer matches the primary selector; waiting for a Ready pod to match` };
-    const candidate = chooseCandidate(pods, state.from, setName, input.updateRevision, input.scaleDownTo);
+    const candidate = chooseCandidate(pods, state.from, setName, input.updateRevision, now, input.scaleDownTo);
     if (candidate === undefined) {
-      return attemptFailed(input, state, `no other pod is Ready to take the role`);
+      return waitForStayingPod(input, state.from) ?? attemptFailed(input, state, `no other pod is Ready to take the role`);
     }
     const next: HandoverState = { ...state, to: candidate, calledAt: now.toISOString() };
     delete next.nextAt;

@@ -1,5 +1,4 @@
 import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
-import jsonpatch from 'fast-json-patch';
 import type { Logger } from 'pino';
 import { admissionResponseFor, parseAdmissionReview } from '../admission/review.js';
 import { errorText, statusCode } from '../kube/api-status.js';
@@ -7,7 +6,7 @@ import type { EventSpec } from '../kube/events.js';
 import type { Metrics } from '../metrics.js';
 import type { HandlerResult } from '../server/webhook-server.js';
 import { decideEviction } from './eviction.js';
-import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE } from './state.js';
+import { annotationOps, EVICTION_ALLOWED_ANNOTATION, HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE } from './state.js';
 
 export const REASON_EVICTION_DEFERRED = 'EvictionDeferred';
 const TOO_MANY_REQUESTS = 429;
@@ -21,8 +20,8 @@ export interface EvictionHandlerOptions {
   readPod(namespace: string, name: string): Promise<V1Pod | undefined>;
   /** An opted-in StatefulSet from the shared cache. */
   statefulSet(namespace: string, name: string): V1StatefulSet | undefined;
-  /** Marks the pod for a handover (JSON Patch of its annotations). */
-  markPod(namespace: string, name: string, annotations: 'add-map' | 'add-key'): Promise<void>;
+  /** Sets one annotation of the pod (JSON Patch, see annotationOps) and gives the pod as that write left it. */
+  annotatePod(namespace: string, name: string, ops: ReturnType<typeof annotationOps>): Promise<V1Pod>;
   /** Records an Event on the set (EvictionDeferred); failures are the recorder's to log. */
   recordOnSet?(set: V1StatefulSet, spec: EventSpec): Promise<void>;
   maxDeferMs: number;
@@ -69,18 +68,34 @@ export function createEvictionHandler(opts: EvictionHandlerOptions): (body: unkn
       return counted('allowed', allowed(request.uid));
     }
     try {
-      const pod = await opts.readPod(namespace, name);
+      const annotate = async (current: V1Pod | undefined, key: string, value: string): Promise<V1Pod> => {
+        try {
+          return await opts.annotatePod(namespace, name, annotationOps(current?.metadata?.annotations ? 'add-key' : 'add-map', key, value));
+        } catch (err) {
+          if (statusCode(err) !== UNPROCESSABLE) throw err;
+          return opts.annotatePod(namespace, name, annotationOps('add-map', key, value));
+        }
+      };
+      let pod = await opts.readPod(namespace, name);
       const owner = pod?.metadata?.ownerReferences?.find((r) => r.controller === true && r.kind === 'StatefulSet');
       const set = owner ? opts.statefulSet(namespace, owner.name) : undefined;
       const uid = pod?.metadata?.uid ?? '';
-      const verdict = decideEviction({ pod, set, dryRun: request.dryRun === true, now: now(), firstDeferredAt: firstDeferred.get(uid), maxDeferMs: opts.maxDeferMs });
+      const decide = (p: V1Pod | undefined) =>
+        decideEviction({ pod: p, set, dryRun: request.dryRun === true, now: now(), firstDeferredAt: firstDeferred.get(uid), maxDeferMs: opts.maxDeferMs });
+      let verdict = decide(pod);
+      if (verdict.allow && verdict.guarded && request.dryRun !== true) {
+        // a handover the leader starts from now on passes this pod over; one that claimed the
+        // pod before this write, or made it the primary, shows in what the write returned
+        pod = await annotate(pod, EVICTION_ALLOWED_ANNOTATION, now().toISOString());
+        verdict = decide(pod);
+      }
       if (verdict.allow) {
         firstDeferred.delete(uid);
         if (verdict.warning) opts.logger.warn({ pod: `${namespace}/${name}` }, verdict.warning);
         return counted(verdict.warning ? 'allowed_unguarded' : 'allowed', allowed(request.uid, verdict.warning));
       }
       // a dry run defers nothing: it neither starts the clock of --eviction-defer-max nor is told
-      if (!firstDeferred.has(uid) && request.dryRun !== true) {
+      if (verdict.about === 'primary' && !firstDeferred.has(uid) && request.dryRun !== true) {
         if (firstDeferred.size >= DEFERRALS_REMEMBERED) firstDeferred.delete(firstDeferred.keys().next().value ?? '');
         firstDeferred.set(uid, now());
         // once per pod and replica, not per retry of the drain
@@ -89,12 +104,7 @@ export function createEvictionHandler(opts: EvictionHandlerOptions): (body: unkn
         }
       }
       if (verdict.mark) {
-        try {
-          await opts.markPod(namespace, name, pod?.metadata?.annotations ? 'add-key' : 'add-map');
-        } catch (err) {
-          if (statusCode(err) !== UNPROCESSABLE) throw err;
-          await opts.markPod(namespace, name, 'add-map');
-        }
+        await annotate(pod, HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE);
         opts.logger.info({ pod: `${namespace}/${name}`, set: set?.metadata?.name }, 'eviction of a primary deferred: handover requested');
       }
       return counted('deferred', deferred(request.uid, verdict.message));
@@ -104,11 +114,4 @@ export function createEvictionHandler(opts: EvictionHandlerOptions): (body: unkn
       return counted('error', allowed(request.uid, `rollguard could not check for a primary handover (${errorText(err)}); allowed`));
     }
   };
-}
-
-/** The JSON Patch that marks a pod for a handover, as `markPod` writes it. */
-export function markOps(annotations: 'add-map' | 'add-key'): { op: 'add'; path: string; value: unknown }[] {
-  return annotations === 'add-map'
-    ? [{ op: 'add', path: '/metadata/annotations', value: { [HANDOVER_REQUEST_ANNOTATION]: HANDOVER_REQUEST_VALUE } }]
-    : [{ op: 'add', path: `/metadata/annotations/${jsonpatch.escapePathComponent(HANDOVER_REQUEST_ANNOTATION)}`, value: HANDOVER_REQUEST_VALUE }];
 }

@@ -2,7 +2,7 @@ import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import { isHealthGated } from '../rollout/decision.js';
 import { matches } from './selector.js';
 import { handoverSettings } from './settings.js';
-import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE, readHandoverState } from './state.js';
+import { claimedAsCandidate, HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE, readHandoverState } from './state.js';
 
 /** How long an eviction of a primary is answered 429 at most (--eviction-defer-max): a drain must end some day. */
 export const DEFAULT_EVICTION_DEFER_MAX_MS = 10 * 60_000;
@@ -21,23 +21,35 @@ export interface EvictionFacts {
 }
 
 export type EvictionVerdict =
-  | { allow: true; warning?: string }
-  /** `mark`: set the handover request on the pod (never on a dry run); the leader hands over. */
-  | { allow: false; mark: boolean; message: string };
+  /**
+   * `guarded`: a pod of a handover-enabled set that is not its primary; the guard marks it
+   * (EVICTION_ALLOWED_ANNOTATION) and decides again on what that write returned.
+   */
+  | { allow: true; warning?: string; guarded?: true }
+  /**
+   * `mark`: set the handover request on the pod (never on a dry run); the leader hands over.
+   * `about`: the pod is the primary, or the candidate of a handover attempt in flight.
+   */
+  | { allow: false; mark: boolean; about: 'primary' | 'candidate'; message: string };
 
 /**
  * The eviction guard's answer: an eviction of the primary of a handover-enabled set is deferred
  * (HTTP 429, which `kubectl drain` retries) until the role has moved; every other eviction is
- * allowed at once. Bounded: with no other Ready pod, or past maxDeferMs, it is allowed with a warning.
+ * allowed at once, but for the candidate of a handover attempt in flight (it may be the primary
+ * in a moment; deferred until the attempt's deadline at most). Bounded: with no other Ready pod,
+ * or past maxDeferMs, the primary is allowed with a warning.
  */
 export function decideEviction(f: EvictionFacts): EvictionVerdict {
   const { pod, set } = f;
   if (!pod || !set || !isHealthGated(set)) return { allow: true };
   const parsed = handoverSettings(set);
   if (!parsed?.ok) return { allow: true };
-  if (!matches(parsed.settings.selector, pod.metadata?.labels)) return { allow: true };
   const podName = pod.metadata?.name ?? '';
   const setName = set.metadata?.name ?? '';
+  if (!matches(parsed.settings.selector, pod.metadata?.labels)) {
+    if (!claimedAsCandidate(pod, f.now)) return { allow: true, guarded: true };
+    return { allow: false, mark: false, about: 'candidate', message: `rollguard: pod ${podName} is the candidate of a handover of the primary role of StatefulSet ${setName} in progress, retry` };
+  }
   if ((set.status?.readyReplicas ?? 0) <= 1) {
     return { allow: true, warning: `rollguard: pod ${podName} is the primary of StatefulSet ${setName} and no other pod is Ready to take the role: evicted without a handover` };
   }
@@ -55,6 +67,7 @@ export function decideEviction(f: EvictionFacts): EvictionVerdict {
   return {
     allow: false,
     mark: !f.dryRun && !inProgress,
+    about: 'primary',
     message: inProgress
       ? `rollguard: pod ${podName} is the primary of StatefulSet ${setName}; a handover of the role is in progress, retry`
       : `rollguard: pod ${podName} is the primary of StatefulSet ${setName}; eviction triggered a handover of the role, retry`,

@@ -6,17 +6,18 @@ import type { TargetLookups } from '../egress/resolve.js';
 import { errorText, statusCode } from '../kube/api-status.js';
 import type { EventSpec } from '../kube/events.js';
 import type { Metrics } from '../metrics.js';
+import { isTerminating } from '../rollout/pods.js';
 import { callHttpAction, credentialsFrom, type HandoverCredentials } from './call.js';
 import { decideHandover, REASON_PRIMARY_SCALED_DOWN, scaledDownPrimary, type CallAnswer, type HandoverCall, type HandoverInput, type HandoverStep } from './decision.js';
 import { handoverSettings, HANDOVER_CREDENTIALS_ANNOTATION, type HandoverSettings } from './settings.js';
-import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE, handoverStateOps, readHandoverState, type HandoverState } from './state.js';
+import { evictionAllowedRecently, HANDOVER_CANDIDATE_ANNOTATION, HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE, handoverStateOps, readHandoverState, type HandoverState } from './state.js';
 
 const NOT_FOUND = 404;
 const UNPROCESSABLE = 422;
 
 export interface HandoverRunnerDeps {
-  /** JSON Patch of a pod, e.g. its annotations. */
-  patchPod(namespace: string, name: string, ops: Operation[]): Promise<void>;
+  /** JSON Patch of a pod, e.g. its annotations; gives the pod as that write left it. */
+  patchPod(namespace: string, name: string, ops: Operation[]): Promise<V1Pod>;
   /** The Secret's data (base64 values), undefined when it does not exist. */
   readSecret(namespace: string, name: string): Promise<Record<string, string> | undefined>;
   lookups: TargetLookups;
@@ -181,6 +182,8 @@ export class HandoverRunner {
     const settings = handoverSettings(set);
     if (!settings?.ok) return;
     const run = async (): Promise<{ failed: boolean; detail: string }> => {
+      const unfit = await this.claimCandidate(namespace, call.candidate, new Date(new Date(state.calledAt ?? Date.now()).getTime() + timeoutMs));
+      if (unfit !== undefined) return { failed: true, detail: `not called: ${unfit}` };
       if (call.action.kind === 'annotate') {
         await this.annotate(namespace, call.target, call.action.key, call.action.value);
         return { failed: false, detail: `annotation ${call.action.key}=${call.action.value} set on pod ${call.target}` };
@@ -209,14 +212,33 @@ export class HandoverRunner {
     this.inFlight.set(key, done);
   }
 
+  /**
+   * Claims the candidate until the attempt's deadline before anything may make it the primary,
+   * and says why not to call when the pod this write returned is going away: the eviction
+   * guard marks a pod before it allows its eviction, and defers a claimed one (see state.ts).
+   */
+  private async claimCandidate(namespace: string, candidate: string, until: Date): Promise<string | undefined> {
+    if (candidate === '') return undefined;
+    let pod: V1Pod;
+    try {
+      pod = await this.annotate(namespace, candidate, HANDOVER_CANDIDATE_ANNOTATION, until.toISOString());
+    } catch (err) {
+      if (statusCode(err) === NOT_FOUND) return `the candidate ${candidate} is gone`;
+      throw err;
+    }
+    if (isTerminating(pod)) return `the candidate ${candidate} is terminating`;
+    if (evictionAllowedRecently(pod, new Date())) return `the candidate ${candidate} is being evicted`;
+    return undefined;
+  }
+
   /** Sets the annotation; the pod may have no annotations at all (a JSON Patch add then needs the map). */
-  private async annotate(namespace: string, pod: string, key: string, value: string): Promise<void> {
+  private async annotate(namespace: string, pod: string, key: string, value: string): Promise<V1Pod> {
     const path = `/metadata/annotations/${jsonpatch.escapePathComponent(key)}`;
     try {
-      await this.deps.patchPod(namespace, pod, [{ op: 'add', path, value }]);
+      return await this.deps.patchPod(namespace, pod, [{ op: 'add', path, value }]);
     } catch (err) {
       if (statusCode(err) !== UNPROCESSABLE) throw err;
-      await this.deps.patchPod(namespace, pod, [{ op: 'add', path: '/metadata/annotations', value: { [key]: value } }]);
+      return this.deps.patchPod(namespace, pod, [{ op: 'add', path: '/metadata/annotations', value: { [key]: value } }]);
     }
   }
 

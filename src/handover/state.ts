@@ -1,4 +1,4 @@
-import type { V1StatefulSet } from '@kubernetes/client-node';
+import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import jsonpatch from 'fast-json-patch';
 import type { Operation } from 'fast-json-patch';
 
@@ -11,6 +11,46 @@ export const HANDOVER_STATE_ANNOTATION = 'rollguard.io/handover-state';
 /** On a pod: a person (or the eviction guard) asks for a handover away from it. */
 export const HANDOVER_REQUEST_ANNOTATION = 'rollguard.io/handover';
 export const HANDOVER_REQUEST_VALUE = 'requested';
+
+/**
+ * The two halves of one exclusion between an eviction and a handover to the pod it removes.
+ * Both are written on the pod, and each writer decides on the pod its own PATCH returns: writes
+ * of one object are ordered, so whichever comes second sees the first.
+ * - The eviction guard, before it allows the eviction of a pod of a handover-enabled set, sets
+ *   `eviction-allowed` (RFC 3339, now); such a pod is no candidate until the mark is stale.
+ * - The leader, before a call that may make a pod the primary, sets `handover-candidate`
+ *   (RFC 3339, the attempt's deadline); until then the guard defers that pod's eviction.
+ * Neither is removed: each carries its time, and is inert once past it.
+ */
+export const EVICTION_ALLOWED_ANNOTATION = 'rollguard.io/eviction-allowed';
+export const HANDOVER_CANDIDATE_ANNOTATION = 'rollguard.io/handover-candidate';
+/** An eviction the guard allowed has been carried out or refused by then: the API server's request timeout. */
+export const EVICTION_MARK_FRESH_MS = 60_000;
+
+function timeIn(pod: V1Pod | undefined, key: string): number | undefined {
+  const raw = pod?.metadata?.annotations?.[key];
+  const at = raw === undefined ? NaN : Date.parse(raw);
+  return Number.isNaN(at) ? undefined : at;
+}
+
+/** The guard allowed an eviction of this pod less than EVICTION_MARK_FRESH_MS ago: it may be going away. */
+export function evictionAllowedRecently(pod: V1Pod | undefined, now: Date): boolean {
+  const at = timeIn(pod, EVICTION_ALLOWED_ANNOTATION);
+  return at !== undefined && now.getTime() - at < EVICTION_MARK_FRESH_MS;
+}
+
+/** A handover attempt may make this pod the primary until its deadline. */
+export function claimedAsCandidate(pod: V1Pod | undefined, now: Date): boolean {
+  const until = timeIn(pod, HANDOVER_CANDIDATE_ANNOTATION);
+  return until !== undefined && now.getTime() < until;
+}
+
+/** JSON Patch that sets one annotation of a pod: `add-map` when the pod has no annotations at all. */
+export function annotationOps(annotations: 'add-map' | 'add-key', key: string, value: string): { op: 'add'; path: string; value: unknown }[] {
+  return annotations === 'add-map'
+    ? [{ op: 'add', path: '/metadata/annotations', value: { [key]: value } }]
+    : [{ op: 'add', path: `/metadata/annotations/${jsonpatch.escapePathComponent(key)}`, value }];
+}
 
 /** What asked for the handover: a partition step, a person's (or the eviction guard's) request, a held scale-down. */
 export type HandoverTrigger = 'rollout' | 'requested' | 'scale-down';

@@ -159,9 +159,7 @@ export function createRolloutController(opts: RolloutControllerOptions): Rollout
           }),
         enqueue: (key) => term.enqueue({ key }),
         handover: new HandoverRunner({
-          patchPod: async (namespace, name, ops) => {
-            await core.patchNamespacedPod({ name, namespace, body: ops });
-          },
+          patchPod: (namespace, name, ops) => core.patchNamespacedPod({ name, namespace, body: ops }),
           readSecret: async (namespace, name) => {
             try {
               return (await core.readNamespacedSecret({ name, namespace })).data ?? {};

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { Informer, objectKey } from '../kube/informer.js';
 import type { RawApi } from '../kube/raw-api.js';
 import type { ReflectorStore } from '../kube/reflector.js';
-import { HANDOVER_REQUEST_ANNOTATION } from '../handover/state.js';
+import { EVICTION_ALLOWED_ANNOTATION, HANDOVER_REQUEST_ANNOTATION } from '../handover/state.js';
 
 /**
  * The StatefulSet controller puts this label on every pod it makes; selecting on its existence
@@ -42,7 +42,7 @@ export interface CachedPod {
 
 /**
  * A wire pod cut down to what decideRollout, decideHandover and a precondition-guarded delete
- * read: name, uid, resourceVersion, labels, the handover request annotation, deletionTimestamp, phase, the Ready condition and each
+ * read: name, uid, resourceVersion, labels, the handover request and eviction-allowed annotations, deletionTimestamp, phase, the Ready condition and each
  * container's ready flag and waiting reason; and the name of the controlling StatefulSet, from
  * ownerReferences. The spec, every other annotation, and managedFields are dropped:
  * that is most of a pod's size.
@@ -58,7 +58,12 @@ export function decodePod(raw: unknown): CachedPod {
   }
   // every label: a primary selector (src/handover) may name any of them; they are small
   const labels = stringValues(meta?.labels);
-  const request = asString(asRecord(meta?.annotations)?.[HANDOVER_REQUEST_ANNOTATION]);
+  const wireAnnotations = asRecord(meta?.annotations);
+  const kept: Record<string, string> = {};
+  for (const key of [HANDOVER_REQUEST_ANNOTATION, EVICTION_ALLOWED_ANNOTATION]) {
+    const value = asString(wireAnnotations?.[key]);
+    if (value !== undefined) kept[key] = value;
+  }
   const owner = asArray(meta?.ownerReferences)
     .map(asRecord)
     .find((ref) => ref?.controller === true && ref.kind === STATEFULSET_KIND);
@@ -88,7 +93,7 @@ export function decodePod(raw: unknown): CachedPod {
       uid,
       resourceVersion,
       ...(labels !== undefined ? { labels } : {}),
-      ...(request !== undefined ? { annotations: { [HANDOVER_REQUEST_ANNOTATION]: request } } : {}),
+      ...(Object.keys(kept).length > 0 ? { annotations: kept } : {}),
       ...(deletionTimestamp ? { deletionTimestamp } : {}),
     },
     status: {

@@ -17,6 +17,7 @@ import { evictionGuardEntry } from '../../src/dev/webhook-registration.js';
 const ARGS = ['--rollout-min-step-interval=0s', '--rollout-min-ready=0s', '--debounce=0s', '--shutdown-delay=0s'];
 const SET = 'db';
 const PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget.";
+const CANDIDATE_PATH = 'rollguard.io~1handover-candidate';
 const guardMessage = (pod: string): string => `rollguard: pod ${pod} is the primary of StatefulSet ${SET}; eviction triggered a handover of the role, retry`;
 
 // The eviction guard beside a real PodDisruptionBudget (maxUnavailable 1), both answering the
@@ -103,6 +104,11 @@ describe('eviction guard and a PodDisruptionBudget together (rollguard as a proc
     }, { timeoutMs: 60_000 });
   }
 
+  /** The set's other pods, lowest ordinal first. */
+  function replicas(primary: string): string[] {
+    return [0, 1, 2].map((i) => `${SET}-${i}`).filter((p) => p !== primary);
+  }
+
   async function evict(pod: string): Promise<{ code: number; message: string }> {
     try {
       await core.createNamespacedPodEviction({ name: pod, namespace: fixture.ns, body: { metadata: { name: pod, namespace: fixture.ns } } });
@@ -156,6 +162,56 @@ describe('eviction guard and a PodDisruptionBudget together (rollguard as a proc
     expect(reasons).toEqual(['EvictionDeferred', 'HandoverStarted', 'HandoverSucceeded']);
     await settled();
     expect(mostUnavailable).toBe(1);
+  });
+
+  it('a pod claimed as the candidate of a handover attempt: its eviction deferred until the deadline, nothing requested', async () => {
+    printControlPlaneLogsOnFailure();
+    printProcessLogsOnFailure([fixture.rollguard]);
+    await settled();
+    const primary = app.primary()!;
+    const replica = replicas(primary)[0]!;
+    const until = new Date(Date.now() + 30_000).toISOString();
+    // as the leader writes it on the candidate just before its call
+    await core.patchNamespacedPod({ name: replica, namespace: fixture.ns, body: [{ op: 'add', path: `/metadata/annotations/${CANDIDATE_PATH}`, value: until }] });
+    const callsBefore = app.calls.length;
+    expect(await evict(replica)).toEqual({
+      code: 429,
+      message: `admission webhook "evictions.rollguard.io" denied the request: rollguard: pod ${replica} is the candidate of a handover of the primary role of StatefulSet ${SET} in progress, retry`,
+    });
+    const read = await core.readNamespacedPod({ name: replica, namespace: fixture.ns });
+    expect(read.metadata?.annotations?.['rollguard.io/handover']).toBeUndefined();
+    expect(read.metadata?.deletionTimestamp).toBeUndefined();
+    await core.patchNamespacedPod({ name: replica, namespace: fixture.ns, body: [{ op: 'remove', path: `/metadata/annotations/${CANDIDATE_PATH}` }] });
+    expect((await core.readNamespacedPod({ name: replica, namespace: fixture.ns })).metadata?.annotations?.['rollguard.io/handover-candidate']).toBeUndefined();
+    expect(app.calls.length).toBe(callsBefore);
+  });
+
+  it('a replica whose eviction the guard allowed (and the PDB refused) is not chosen as the candidate: the handover waits for a pod that stays', async () => {
+    printControlPlaneLogsOnFailure();
+    printProcessLogsOnFailure([fixture.rollguard]);
+    await settled();
+    const primary = app.primary()!;
+    // the lowest ordinal is the candidate rollguard would choose: evict the other one first,
+    // so that the PDB refuses the lowest and it stays, marked by the guard's allowing it
+    const [lowest, other] = replicas(primary);
+    expect(await evict(other!)).toEqual({ code: 201, message: '' });
+    const refused = await evict(lowest!);
+    expect(refused.code).toBe(429);
+    expect(refused.message).toContain(PDB_MESSAGE);
+
+    const callsBefore = app.calls.length;
+    await core.patchNamespacedPod({ name: primary, namespace: fixture.ns, body: [{ op: 'add', path: '/metadata/annotations/rollguard.io~1handover', value: 'requested' }] });
+    await waitUntil(`the role moved from ${primary}`, () => (app.primary() !== undefined && app.primary() !== primary) || `${app.primary()}`, { timeoutMs: 60_000 });
+    expect(app.primary()).toBe(other);
+    const calls = app.calls.slice(callsBefore);
+    expect(calls.map((c) => JSON.parse(c.body) as unknown)).toEqual([{ candidate: other }]);
+    const started = (await rollguardEvents(core, fixture.ns, SET)).filter((e) => e.reason === 'HandoverStarted').map((e) => e.message);
+    expect(started.at(-1)).toContain(`from ${primary} to ${other} `);
+    // what told the leader: the guard's mark, set before it allowed the eviction
+    const marked = await core.readNamespacedPod({ name: lowest!, namespace: fixture.ns });
+    expect(Date.now() - Date.parse(marked.metadata?.annotations?.['rollguard.io/eviction-allowed'] ?? '')).toBeLessThan(60_000);
+    expect(app.primaryDeletions).toEqual([]);
+    await settled();
   });
 
   it('`kubectl drain` of the node: every pod evicted, the primary only after a handover, never more than one pod down', async () => {

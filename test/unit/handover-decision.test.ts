@@ -27,6 +27,8 @@ interface PodSpec {
   ready?: boolean;
   requested?: boolean;
   uid?: string;
+  /** the eviction guard allowed an eviction this long before NOW */
+  evictedMsAgo?: number;
 }
 
 function pod(ordinal: number, spec: PodSpec = {}): V1Pod {
@@ -35,7 +37,10 @@ function pod(ordinal: number, spec: PodSpec = {}): V1Pod {
       name: `db-${ordinal}`,
       uid: spec.uid ?? `uid-${ordinal}`,
       labels: { 'controller-revision-hash': spec.revision ?? OLD, ...(spec.role ? { role: spec.role } : {}) },
-      ...(spec.requested ? { annotations: { 'rollguard.io/handover': 'requested' } } : {}),
+      annotations: {
+        ...(spec.requested ? { 'rollguard.io/handover': 'requested' } : {}),
+        ...(spec.evictedMsAgo !== undefined ? { 'rollguard.io/eviction-allowed': new Date(NOW.getTime() - spec.evictedMsAgo).toISOString() } : {}),
+      },
     },
     status: { conditions: [{ type: 'Ready', status: spec.ready === false ? 'False' : 'True' }] },
   };
@@ -174,9 +179,22 @@ describe('decideHandover', () => {
 
 describe('chooseCandidate', () => {
   it('prefers a Ready pod on the update revision, else the one rolled last (lowest ordinal)', () => {
-    expect(chooseCandidate([pod(0), pod(1), pod(2, { revision: NEW })], 'db-0', 'db', NEW)).toBe('db-2');
-    expect(chooseCandidate([pod(0), pod(1), pod(2)], 'db-2', 'db', NEW)).toBe('db-0');
-    expect(chooseCandidate([pod(0), pod(1, { ready: false }), pod(2, { revision: NEW, ready: false })], 'db-0', 'db', NEW)).toBeUndefined();
+    expect(chooseCandidate([pod(0), pod(1), pod(2, { revision: NEW })], 'db-0', 'db', NEW, NOW)).toBe('db-2');
+    expect(chooseCandidate([pod(0), pod(1), pod(2)], 'db-2', 'db', NEW, NOW)).toBe('db-0');
+    expect(chooseCandidate([pod(0), pod(1, { ready: false }), pod(2, { revision: NEW, ready: false })], 'db-0', 'db', NEW, NOW)).toBeUndefined();
+  });
+
+  it('passes over a pod whose eviction the guard allowed in the last minute', () => {
+    expect(chooseCandidate([pod(0), pod(1), pod(2, { revision: NEW, evictedMsAgo: 1_000 })], 'db-0', 'db', NEW, NOW)).toBe('db-1');
+    expect(chooseCandidate([pod(0), pod(1), pod(2, { revision: NEW, evictedMsAgo: 60_000 })], 'db-0', 'db', NEW, NOW)).toBe('db-2');
+  });
+
+  it('waits, rather than fail, while every other Ready pod is being evicted', () => {
+    const pods = [pod(0, { role: 'primary', requested: true }), pod(1, { role: 'replica', evictedMsAgo: 0 }), pod(2, { role: 'replica', ready: false })];
+    expect(decideHandover(input({ pods }))).toEqual({ kind: 'wait', retryAfterMs: 1_000, reason: 'every other Ready pod of db is being evicted (db-1); waiting for one that stays' });
+    const retry = { kind: 'state' as const, state: state({ attempt: 2, calledAt: undefined }) };
+    expect(decideHandover(input({ pods, state: retry }))).toMatchObject({ kind: 'wait', reason: expect.stringContaining('being evicted (db-1)') });
+    expect(decideHandover(input({ pods: [pods[0]!, pod(1, { role: 'replica', evictedMsAgo: 61_000 })] }))).toMatchObject({ kind: 'write', state: { to: 'db-1' } });
   });
 });
 
@@ -266,8 +284,8 @@ describe('decideHandover, a held scale-down', () => {
       event: { reason: 'HandoverStarted', message: 'Handing the primary role over from db-2 to db-0 (attempt 1 of 3, POST :8008/switchover on the primary), before a scale-down removes pod db-2' },
     });
     // without the bound the updated db-3 would be chosen, and removed next
-    expect(chooseCandidate(four, 'db-2', 'db', NEW)).toBe('db-3');
-    expect(chooseCandidate(four, 'db-2', 'db', NEW, scaleDownTo)).toBe('db-0');
+    expect(chooseCandidate(four, 'db-2', 'db', NEW, NOW)).toBe('db-3');
+    expect(chooseCandidate(four, 'db-2', 'db', NEW, NOW, scaleDownTo)).toBe('db-0');
   });
 
   it('opens when no pod it removes is the primary', () => {

@@ -14,14 +14,15 @@ const set = (annotations: Record<string, string> = {}, readyReplicas = 3): V1Sta
   },
   status: { replicas: 3, readyReplicas },
 });
-const pod = (role: string, requested = false): V1Pod => ({
-  metadata: { name: 'db-0', uid: 'u0', labels: { role }, ...(requested ? { annotations: { 'rollguard.io/handover': 'requested' } } : {}) },
+const pod = (role: string, requested = false, annotations: Record<string, string> = {}): V1Pod => ({
+  metadata: { name: 'db-0', uid: 'u0', labels: { role }, annotations: { ...(requested ? { 'rollguard.io/handover': 'requested' } : {}), ...annotations } },
 });
+const claimedUntil = (ms: number): Record<string, string> => ({ 'rollguard.io/handover-candidate': new Date(NOW.getTime() + ms).toISOString() });
 const facts = (over: Partial<EvictionFacts>): EvictionFacts => ({ pod: pod('primary'), set: set(), dryRun: false, now: NOW, maxDeferMs: 600_000, ...over });
 
 describe('decideEviction', () => {
   it('defers the eviction of the primary with 429 and marks the pod for a handover', () => {
-    expect(decideEviction(facts({}))).toEqual({ allow: false, mark: true, message: 'rollguard: pod db-0 is the primary of StatefulSet db; eviction triggered a handover of the role, retry' });
+    expect(decideEviction(facts({}))).toEqual({ allow: false, mark: true, about: 'primary', message: 'rollguard: pod db-0 is the primary of StatefulSet db; eviction triggered a handover of the role, retry' });
   });
 
   it('marks nothing on a dry run, or when a handover is already requested or in flight', () => {
@@ -31,13 +32,23 @@ describe('decideEviction', () => {
     expect(decideEviction(facts({ set: inFlight }))).toMatchObject({ allow: false, mark: false });
   });
 
-  it('allows every other eviction at once', () => {
-    expect(decideEviction(facts({ pod: pod('replica') }))).toEqual({ allow: true });
+  it('allows every other eviction at once; a replica of a guarded set is to be marked first', () => {
+    expect(decideEviction(facts({ pod: pod('replica') }))).toEqual({ allow: true, guarded: true });
+    expect(decideEviction(facts({ pod: pod('replica', false, claimedUntil(-1)) }))).toEqual({ allow: true, guarded: true });
     expect(decideEviction(facts({ set: undefined }))).toEqual({ allow: true });
     expect(decideEviction(facts({ pod: undefined }))).toEqual({ allow: true });
     const notGated = set();
     delete notGated.metadata!.annotations!['rollguard.io/rollout'];
     expect(decideEviction(facts({ set: notGated }))).toEqual({ allow: true });
+  });
+
+  it('defers the candidate of a handover attempt until its deadline', () => {
+    expect(decideEviction(facts({ pod: pod('replica', false, claimedUntil(30_000)) }))).toEqual({
+      allow: false,
+      mark: false,
+      about: 'candidate',
+      message: 'rollguard: pod db-0 is the candidate of a handover of the primary role of StatefulSet db in progress, retry',
+    });
   });
 
   it('allows with a warning when no other pod is Ready, or once the deferral has lasted its bound', () => {
@@ -64,7 +75,8 @@ describe('createEvictionHandler', () => {
   });
   const primaryPod: V1Pod = { metadata: { name: 'db-0', uid: 'u0', labels: { role: 'primary' }, ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db', uid: 's', controller: true }] } };
 
-  function handler(readPod: () => Promise<V1Pod | undefined>) {
+  /** `between`: what happened to the pod after the guard read it and before its mark landed. */
+  function handler(readPod: () => Promise<V1Pod | undefined>, between: (pod: V1Pod) => V1Pod = (p) => p) {
     const marks: string[] = [];
     const events: string[] = [];
     const metrics = createMetrics();
@@ -74,9 +86,14 @@ describe('createEvictionHandler', () => {
         events.push(`${spec.reason}: ${spec.message}`);
       },
       statefulSet: () => set(),
-      markPod: async (_ns, name, how) => {
-        marks.push(`${name} ${how}`);
+      annotatePod: async (_ns, name, ops) => {
+        const op = ops[0]!;
+        marks.push(`${name} ${op.path === '/metadata/annotations' ? `add-map ${Object.keys(op.value as object).join()}` : `add-key ${op.path}`}`);
+        const read = between((await readPod())!);
+        const added = op.path === '/metadata/annotations' ? (op.value as Record<string, string>) : { [op.path.split('/').pop()!.replace('~1', '/')]: String(op.value) };
+        return { ...read, metadata: { ...read.metadata, annotations: { ...read.metadata?.annotations, ...added } } };
       },
+      now: () => NOW,
       maxDeferMs: 600_000,
       metrics,
       logger: pino({ level: 'silent' }),
@@ -93,7 +110,7 @@ describe('createEvictionHandler', () => {
     await h(review({ dryRun: true }));
     expect(events).toEqual(['EvictionDeferred: Eviction of pod db-0 deferred (HTTP 429): it is the primary; handing the role over first']);
     expect(res.body).toMatchObject({ response: { uid: 'r1', allowed: false, status: { code: 429, reason: 'TooManyRequests', message: expect.stringContaining('eviction triggered a handover') } } });
-    expect(marks).toEqual(['db-0 add-map']);
+    expect(marks).toEqual(['db-0 add-map rollguard.io/handover']);
     await h(review({ dryRun: true }));
     expect(marks).toHaveLength(1);
     expect(await counts(metrics)).toEqual({ deferred: 3 });
@@ -105,7 +122,7 @@ describe('createEvictionHandler', () => {
     expect([marks, events]).toEqual([[], []]);
     await h(review());
     expect(events).toEqual(['EvictionDeferred: Eviction of pod db-0 deferred (HTTP 429): it is the primary; handing the role over first']);
-    expect(marks).toEqual(['db-0 add-map']);
+    expect(marks).toEqual(['db-0 add-map rollguard.io/handover']);
   });
 
   it('allows what is not an eviction, a pod that is gone, and, with a warning, a pod it cannot read', async () => {
@@ -117,6 +134,28 @@ describe('createEvictionHandler', () => {
     const failing = await unreadable.h(review());
     expect(failing.body).toMatchObject({ response: { allowed: true, warnings: [expect.stringContaining('connection refused')] } });
     expect([await counts(notEviction.metrics), await counts(gone.metrics), await counts(unreadable.metrics)]).toEqual([{ allowed: 1 }, { allowed: 1 }, { error: 1 }]);
+  });
+
+  it('marks a replica of a guarded set before it allows its eviction, never on a dry run', async () => {
+    const replica: V1Pod = { ...primaryPod, metadata: { ...primaryPod.metadata, labels: { role: 'replica' } } };
+    const { h, marks, events, metrics } = handler(async () => replica);
+    expect((await h(review({ dryRun: true }))).body).toMatchObject({ response: { allowed: true } });
+    expect(marks).toEqual([]);
+    expect((await h(review())).body).toMatchObject({ response: { allowed: true } });
+    expect(marks).toEqual(['db-0 add-map rollguard.io/eviction-allowed']);
+    expect(events).toEqual([]);
+    expect(await counts(metrics)).toEqual({ allowed: 2 });
+  });
+
+  it('decides again on what the mark returned: claimed as a candidate, or made the primary, after the read', async () => {
+    const replica: V1Pod = { ...primaryPod, metadata: { ...primaryPod.metadata, labels: { role: 'replica' } } };
+    const claimed = handler(async () => replica, (p) => ({ ...p, metadata: { ...p.metadata, annotations: claimedUntil(30_000) } }));
+    expect((await claimed.h(review())).body).toMatchObject({ response: { allowed: false, status: { code: 429, message: expect.stringContaining('is the candidate of a handover') } } });
+    expect([claimed.marks, claimed.events]).toEqual([['db-0 add-map rollguard.io/eviction-allowed'], []]);
+    const promoted = handler(async () => replica, (p) => ({ ...p, metadata: { ...p.metadata, labels: { role: 'primary' } } }));
+    expect((await promoted.h(review())).body).toMatchObject({ response: { allowed: false, status: { code: 429, message: expect.stringContaining('eviction triggered a handover') } } });
+    expect(promoted.marks).toEqual(['db-0 add-map rollguard.io/eviction-allowed', 'db-0 add-key /metadata/annotations/rollguard.io~1handover']);
+    expect(await counts(promoted.metrics)).toEqual({ deferred: 1 });
   });
 
   it('refuses a body that is not a review with 400', async () => {

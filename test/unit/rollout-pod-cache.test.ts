@@ -71,10 +71,12 @@ describe('decodePod', () => {
     expect(health(wirePod('web-0', { deleting: true }))).toEqual({ ready: false, reason: 'Terminating' });
   });
 
-  it('keeps the handover request annotation and no other', () => {
+  it('keeps the handover request and the eviction guard\'s mark, and no other annotation', () => {
     const raw = wirePod('web-0') as { metadata: { annotations: Record<string, string> } };
     raw.metadata.annotations['rollguard.io/handover'] = 'requested';
-    expect(decodePod(raw).pod.metadata?.annotations).toEqual({ 'rollguard.io/handover': 'requested' });
+    raw.metadata.annotations['rollguard.io/eviction-allowed'] = NOW.toISOString();
+    raw.metadata.annotations['rollguard.io/handover-candidate'] = NOW.toISOString();
+    expect(decodePod(raw).pod.metadata?.annotations).toEqual({ 'rollguard.io/handover': 'requested', 'rollguard.io/eviction-allowed': NOW.toISOString() });
     expect(decodePod(wirePod('web-0')).pod.metadata?.annotations).toBeUndefined();
   });
 
