@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type https from 'node:https';
+import https from 'node:https';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Agent } from 'undici';
 
@@ -14,6 +14,11 @@ const POOLS_KEPT = 2;
  * Watches and lists go through `raw-api.ts`, not here.
  */
 const CALL_TIMEOUT_MS = 30_000;
+/**
+ * A kept-alive node:https socket idle this long is closed: the next short GET opens a fresh one
+ * rather than trust a connection a NAT or load balancer may have dropped meanwhile.
+ */
+const IDLE_SOCKET_MS = 4_000;
 
 /**
  * A KubeConfig whose API clients keep their connections. client-node 2.0 builds a new
@@ -32,6 +37,20 @@ const CALL_TIMEOUT_MS = 30_000;
  */
 export class PooledKubeConfig extends KubeConfig {
   private readonly pools = new Map<string, Agent>();
+  private readonly agents = new Map<string, https.Agent>();
+
+  /**
+   * For node:https requests with a deadline of their own (raw-api.ts: the data check's GETs, one
+   * per changed object, which each paid a TCP and TLS handshake): one keep-alive agent per TLS
+   * identity, for `opts` as applyToHTTPSOptions filled them. Undefined through a proxy or over
+   * plain http. Lists and watches never use it: they have no deadline to bound a socket that
+   * went half-open while it sat in the pool.
+   */
+  keptAliveAgent(opts: https.RequestOptions): https.Agent | undefined {
+    const cluster = this.getCurrentCluster();
+    if (cluster?.proxyUrl || !cluster?.server.startsWith('https:')) return undefined;
+    return kept(this.agents, tlsIdentity(cluster.server, opts), () => new https.Agent({ keepAlive: true, timeout: IDLE_SOCKET_MS }), (stale) => stale.destroy());
+  }
 
   override async applySecurityAuthentication(context: RequestContext): Promise<void> {
     const cluster = this.getCurrentCluster();
@@ -66,9 +85,9 @@ export class PooledKubeConfig extends KubeConfig {
 /**
  * The pool kept for `identity`, made when there is none; the newest POOLS_KEPT stay, the
  * older ones are retired (a rotated client certificate leaves one behind, not one per rotation).
- * node:https requests (raw-api.ts: lists, watches, the data check's GETs) are not pooled: a
- * kept-alive socket that went half-open would hold the next list or GET with no timeout
- * (faults-watch-silent.test.ts caught it); they open a connection each, as client-node makes them.
+ * Of node:https requests (raw-api.ts) only those with a deadline are pooled: a kept-alive
+ * socket that went half-open held the next list with no timeout (faults-watch-silent.test.ts
+ * caught it); lists and watches open a connection each, as client-node makes them.
  */
 function kept<T>(pools: Map<string, T>, identity: string, make: () => T | undefined, retire: (stale: T) => void): T | undefined {
   const known = pools.get(identity);

@@ -29,6 +29,20 @@ export interface RawGet {
   path: string;
   accept: string;
   signal?: AbortSignal;
+  /**
+   * The whole request, answer and body, must be done within this: a short GET. Such a request
+   * may ride a kept-alive connection (one that went half-open costs it this long, then fails).
+   */
+  timeoutMs?: number;
+}
+
+/** A kubeconfig that can lend a keep-alive agent to requests with a deadline (PooledKubeConfig). */
+interface KeptAliveAgents {
+  keptAliveAgent(opts: https.RequestOptions): https.Agent | undefined;
+}
+
+function lendsAgents(kc: KubeConfig): kc is KubeConfig & KeptAliveAgents {
+  return typeof (kc as Partial<KeptAliveAgents>).keptAliveAgent === 'function';
 }
 
 /**
@@ -40,7 +54,7 @@ export class RawApi {
   constructor(private readonly kubeConfig: KubeConfig) {}
 
   /** Resolves with the response once its headers arrived; rejects with ApiStatusError on a non-2xx status. */
-  async open({ path, accept, signal }: RawGet): Promise<http.IncomingMessage> {
+  async open({ path, accept, signal, timeoutMs }: RawGet): Promise<http.IncomingMessage> {
     const cluster = this.kubeConfig.getCurrentCluster();
     if (!cluster) throw new Error(`GET ${path}: the kubeconfig has no current cluster`);
     const url = new URL(cluster.server.replace(/\/+$/, '') + path);
@@ -50,6 +64,10 @@ export class RawApi {
     const given = options.headers;
     const headers: http.OutgoingHttpHeaders = { ...(isHeaderRecord(given) ? given : {}), Accept: accept };
     const transport = url.protocol === 'http:' ? http : https;
+    if (timeoutMs !== undefined && lendsAgents(this.kubeConfig)) {
+      const agent = this.kubeConfig.keptAliveAgent(options);
+      if (agent) options.agent = agent;
+    }
     return new Promise((resolve, reject) => {
       const request = transport.request(url, { ...options, method: 'GET', headers, signal }, (res) => {
         const status = res.statusCode ?? 0;
@@ -68,14 +86,24 @@ export class RawApi {
   }
 
   /** GETs and parses a JSON body. */
-  async getJson({ path, accept, signal }: RawGet): Promise<unknown> {
-    const res = await this.open({ path, accept, signal });
-    const body = await readBody(res, Infinity);
+  async getJson({ path, accept, signal, timeoutMs }: RawGet): Promise<unknown> {
+    if (timeoutMs === undefined) return parseJson(path, await readBody(await this.open({ path, accept, signal }), Infinity));
+    const deadline = AbortSignal.timeout(timeoutMs);
     try {
-      return JSON.parse(body);
+      const res = await this.open({ path, accept, signal: signal ? AbortSignal.any([signal, deadline]) : deadline, timeoutMs });
+      return parseJson(path, await readBody(res, Infinity));
     } catch (err) {
-      throw new Error(`GET ${path}: the response is not JSON (${body.length} bytes)`, { cause: err });
+      if (deadline.aborted && !signal?.aborted) throw new Error(`GET ${path}: no answer within ${timeoutMs} ms`, { cause: err });
+      throw err;
     }
+  }
+}
+
+function parseJson(path: string, body: string): unknown {
+  try {
+    return JSON.parse(body);
+  } catch (err) {
+    throw new Error(`GET ${path}: the response is not JSON (${body.length} bytes)`, { cause: err });
   }
 }
 

@@ -19,6 +19,11 @@ export interface DigestRead {
 /** How long a read answers for the same version: a debounce window and a wave of sets sharing the object. */
 const READ_REUSE_MS = 60_000;
 const MAX_REMEMBERED = 10_000;
+/**
+ * One object of at most 1.5 MiB: far longer means a dead connection (the GET rides a kept-alive
+ * one); the reconcile fails and is retried on a fresh connection.
+ */
+const DATA_GET_TIMEOUT_MS = 10_000;
 
 const PLURALS: Record<ObjectKind, string> = { ConfigMap: 'configmaps', Secret: 'secrets' };
 
@@ -74,7 +79,7 @@ export class DigestReader {
     let object: ObjectData & { metadata?: { uid?: string; resourceVersion?: string } };
     try {
       const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/${PLURALS[kind]}/${encodeURIComponent(name)}`;
-      object = (await this.api.getJson({ path, accept: 'application/json' })) as typeof object;
+      object = (await this.api.getJson({ path, accept: 'application/json', timeoutMs: DATA_GET_TIMEOUT_MS })) as typeof object;
     } catch (err) {
       if (isNotFound(err)) return { version: ABSENT, digests: new Map() };
       throw err;

@@ -2,6 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { loadKubeConfig } from '../../src/kube/kubeconfig.js';
+import { RawApi } from '../../src/kube/raw-api.js';
 import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
 import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
 import { kubeconfigThrough, startFaultProxy, type FaultProxy } from '../env/fault-proxy.js';
@@ -11,6 +13,8 @@ import { waitUntil } from '../env/wait.js';
 const SETS = 10;
 const CHANGES = 3;
 const KEY = annotationKey('ConfigMap', 'shared');
+/** ConfigMaps of one set each: every change is a GET of its own for the data check */
+const OWN_CONFIGMAPS = 12;
 
 // rollguard's writes (patches, Events, the data check's GETs) go over connections it keeps: a
 // TCP connect and a TLS handshake per API call cost the API server and rollguard CPU each time
@@ -21,6 +25,7 @@ describe('connections to the API server', () => {
   let own: string;
   let dir: string;
   let proxy: FaultProxy | undefined;
+  let direct: FaultProxy | undefined;
   let rollguard: RollguardProcess | undefined;
 
   beforeAll(async () => {
@@ -31,6 +36,7 @@ describe('connections to the API server', () => {
   afterAll(async () => {
     await rollguard?.kill();
     await proxy?.close();
+    await direct?.close();
     await core.deleteNamespace({ name: ns }).catch(() => undefined);
     await core.deleteNamespace({ name: own }).catch(() => undefined);
     fs.rmSync(dir, { recursive: true, force: true });
@@ -82,4 +88,55 @@ describe('connections to the API server', () => {
     expect(opened, `${opened} connections opened for about ${calls} API calls`).toBeLessThanOrEqual(10);
   });
 
+  it(`the data check's GETs reuse connections too: ${OWN_CONFIGMAPS} ConfigMaps of a set each, changed ${CHANGES} times`, async () => {
+    expect(rollguard, 'the test above started rollguard').toBeDefined();
+    for (let i = 0; i < OWN_CONFIGMAPS; i++) {
+      await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: `own-${i}` }, data: { v: '0' } } });
+      const set = statefulSet(`own-${i}`, { replicas: 0, labels: { [ENABLED_LABEL]: 'true' } });
+      set.spec!.template.spec!.containers[0]!.envFrom = [{ configMapRef: { name: `own-${i}` } }];
+      await apps.createNamespacedStatefulSet({ namespace: ns, body: set });
+    }
+    const annotatedAt = async (i: number, resourceVersion: string): Promise<boolean> =>
+      (await apps.readNamespacedStatefulSet({ name: `own-${i}`, namespace: ns })).spec?.template.metadata?.annotations?.[annotationKey('ConfigMap', `own-${i}`)]?.endsWith(`/${resourceVersion}`) === true;
+    const versions = await Promise.all(
+      Array.from({ length: OWN_CONFIGMAPS }, async (_, i) => (await core.readNamespacedConfigMap({ name: `own-${i}`, namespace: ns })).metadata!.resourceVersion!),
+    );
+    await waitUntil('every own-N set annotated', async () => (await Promise.all(versions.map((v, i) => annotatedAt(i, v)))).every(Boolean) || 'not yet');
+
+    const before = proxy!.accepted();
+    for (let n = 1; n <= CHANGES; n++) {
+      const changed = await Promise.all(
+        Array.from({ length: OWN_CONFIGMAPS }, async (_, i) =>
+          (await core.patchNamespacedConfigMap({ name: `own-${i}`, namespace: ns, body: [{ op: 'replace', path: '/data/v', value: String(n) }] })).metadata!.resourceVersion!,
+        ),
+      );
+      await waitUntil(`change ${n} of every own-N rolled its set`, async () => {
+        const done = await Promise.all(changed.map((v, i) => annotatedAt(i, v)));
+        return done.every(Boolean) || `${done.filter((d) => !d).length} behind`;
+      });
+    }
+    // each change of each ConfigMap: one GET (the data check), one patch, one Event. A connection
+    // per GET is 36 or more; kept ones are a few per change at most (idle ones close after 4 s)
+    const gets = CHANGES * OWN_CONFIGMAPS;
+    const opened = proxy!.accepted() - before;
+    expect(opened, `${opened} connections opened for about ${gets * 3} API calls, ${gets} of them the data check's GETs`).toBeLessThan(gets / 2);
+  });
+
+  it("a data check's GET on a kept connection gone half-open fails at its deadline; the next one opens a fresh connection", async () => {
+    const server = new URL(testCluster().kc.getCurrentCluster()!.server);
+    direct = await startFaultProxy({ host: server.hostname, port: Number(server.port) });
+    const api = new RawApi(loadKubeConfig(kubeconfigThrough(direct, kubeconfigPath, dir)));
+    const get = { path: `/api/v1/namespaces/${ns}/configmaps/shared`, accept: 'application/json', timeoutMs: 2_000 };
+    const name = (body: unknown): unknown => (body as { metadata?: { name?: string } }).metadata?.name;
+    expect(name(await api.getJson(get))).toBe('shared');
+    const opened = direct.accepted();
+    expect(name(await api.getJson(get))).toBe('shared');
+    expect(direct.accepted(), 'the second GET on the kept connection').toBe(opened);
+
+    // Injected: the kept connection holds its bytes for good (a NAT or load balancer lost it); new ones pass
+    direct.freezeOpenConnections();
+    await expect(api.getJson(get)).rejects.toThrow(`GET ${get.path}: no answer within 2000 ms`);
+    expect(name(await api.getJson(get))).toBe('shared');
+    expect(direct.accepted(), 'the GET after the deadline, on a fresh connection').toBe(opened + 1);
+  });
 });

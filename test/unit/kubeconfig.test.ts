@@ -1,3 +1,4 @@
+import type https from 'node:https';
 import { HttpMethod, RequestContext } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { PooledKubeConfig } from '../../src/kube/kubeconfig.js';
@@ -45,5 +46,22 @@ describe('PooledKubeConfig', () => {
     await call(kc);
     const reused = await call(kc);
     expect(reused.getHeaders().Authorization).toBe(`Basic ${b64('admin:pw')}`);
+  });
+
+  it('lends requests with a deadline one keep-alive agent per TLS identity, with idle sockets closed', async () => {
+    const kc = config({ cert: 'cert-1', token: 'token-1' });
+    const agent = async (): Promise<https.Agent | undefined> => {
+      const opts: https.RequestOptions = {};
+      await kc.applyToHTTPSOptions(opts);
+      expect(opts.agent, 'applyToHTTPSOptions itself pools nothing: lists and watches are not lent one').not.toHaveProperty('keepAlive', true);
+      return kc.keptAliveAgent(opts);
+    };
+    const first = await agent();
+    expect(first).toBeDefined();
+    expect(await agent()).toBe(first);
+    expect((first as https.Agent & { keepAlive?: boolean }).keepAlive).toBe(true);
+    expect(first!.options.timeout).toBe(4_000);
+    config({ cert: 'cert-2' }, kc);
+    expect(await agent()).not.toBe(first);
   });
 });
