@@ -317,6 +317,8 @@ async function main(): Promise<void> {
     console.log(`rollguard serve: caches synced ${secs(synced - t0)} after start, ready ${secs(ready - t0)} (${objects} objects cached; target ready <= 60 s)`);
     console.log(`  RSS peak ${mib(peakAtStart)}, settled ${mib(settled)} (${SETTLE_MS / 1000} s after ready; target <= 150 MiB); ${startPatches} patches at start`);
 
+    // what the loop still has to do when the storm starts: the storm's sets queue behind it
+    const reconcileAtStorm = JSON.stringify(((await rg.status()) as { reconcile?: unknown }).reconcile);
     // the storm: one ConfigMap of each of STORM sets changes
     const admission = reviewAtRate(rg.webhookPort, ADMISSION_RATE);
     const stormStarted = performance.now();
@@ -350,6 +352,8 @@ async function main(): Promise<void> {
     const maxWindow = Math.max(0, ...windows.values());
     console.log(`storm: ${STORM} ConfigMaps written in ${secs(written - stormStarted)}; last set patched ${secs(last - stormStarted)} after the first write (target <= ${STORM / PACE + 10} s)`);
     console.log(`  patches: ${storm.length} on ${perSet.size} sets (of ${STORM}), ${[...perSet.values()].filter((c) => c > 1).length} sets patched more than once`);
+    const first = storm.length > 0 ? Math.min(...storm.map((p) => p.at)) : NaN;
+    console.log(`  first set patched ${secs(first - stormStarted)} after the first write (--debounce 5 s); the loop at the storm's start: ${reconcileAtStorm}`);
     const seconds = storm.length > 1 ? (last - storm[0]!.at) / 1000 : NaN;
     console.log(`  most patches in one 1-s window: ${maxWindow} (limit ${PACE} + burst ${BURST} = ${PACE + BURST}); mean pace ${(storm.length / seconds).toFixed(1)}/s from the first patch`);
     console.log(
