@@ -18,10 +18,21 @@ export interface WorkQueueOptions {
  * A deduplicating work queue of keys, after client-go's: a key queued twice is one item; a key
  * added while it is being processed is processed again once `done` is called for it. Items can
  * also be added after a delay, debounced, or with per-item exponential backoff.
+ *
+ * Two lines, handed out in turn of priority: `add` (a change, a retry, a delayed add) goes to
+ * the front line; `addUnlessWaiting` (a full pass, a resync: every key at once) to the back
+ * one. A change never waits behind a pass over thousands of keys; a key the pass queued that
+ * then changes moves to the front line.
  */
 export class WorkQueue {
   private ready: string[] = [];
   private head = 0;
+  private later: string[] = [];
+  private laterHead = 0;
+  /** Queued keys whose place is in the back line (`later` may hold stale entries: moved to the front, or handed out). */
+  private readonly behind = new Set<string>();
+  /** Added to the back line while being processed: `done` queues them there. */
+  private readonly behindWhenDone = new Set<string>();
   /** Queued and not yet handed out. */
   private readonly dirty = new Set<string>();
   private readonly processing = new Set<string>();
@@ -34,22 +45,31 @@ export class WorkQueue {
   constructor(private readonly opts: WorkQueueOptions) {}
 
   add(key: string): void {
-    if (this.shuttingDown) return;
-    this.cancelDelay(key);
-    if (this.dirty.has(key)) return;
-    this.dirty.add(key);
-    // Being processed: `done` puts it back, so one worker never holds it twice.
-    if (!this.processing.has(key)) this.push(key);
-    this.reportDepth();
+    this.enqueue(key, 'front');
   }
 
   /**
-   * Adds `key` unless it already waits for a delayed add (a debounce window, a backoff): a
-   * periodic pass over every key must not cut those short.
+   * Adds `key` to the back line unless it already waits for a delayed add (a debounce window, a
+   * backoff): a periodic pass over every key must not cut those short.
    */
   addUnlessWaiting(key: string): void {
     if (this.delayed.has(key)) return;
-    this.add(key);
+    this.enqueue(key, 'back');
+  }
+
+  private enqueue(key: string, line: 'front' | 'back'): void {
+    if (this.shuttingDown) return;
+    this.cancelDelay(key);
+    if (this.dirty.has(key)) {
+      if (line === 'front') this.behindWhenDone.delete(key);
+      if (line === 'front' && this.behind.delete(key)) this.push(key, 'front');
+      return;
+    }
+    this.dirty.add(key);
+    // Being processed: `done` puts it back, so one worker never holds it twice.
+    if (!this.processing.has(key)) this.push(key, line);
+    else if (line === 'back') this.behindWhenDone.add(key);
+    this.reportDepth();
   }
 
   /** Adds `key` once `delayMs` has passed; an earlier pending add of the key wins. */
@@ -73,11 +93,13 @@ export class WorkQueue {
 
   /**
    * Adds `key` at the end of the debounce window that its first change opened; changes within
-   * the window fold into that one item. A key already queued (not yet handed out) needs nothing:
-   * it will read the newest state when it runs.
+   * the window fold into that one item. A key already queued in the front line needs nothing:
+   * it will read the newest state when it runs; one in the back line leaves it, for the front
+   * line at the end of the window.
    */
   addDebounced(key: string): void {
-    if (this.dirty.has(key) && !this.processing.has(key)) return;
+    if (this.behind.delete(key)) this.dirty.delete(key);
+    else if (this.dirty.has(key) && !this.processing.has(key)) return;
     this.addAfter(key, this.opts.debounceMs);
   }
 
@@ -104,7 +126,7 @@ export class WorkQueue {
   /** The next key to process, waiting for one; undefined once the queue shuts down. */
   get(): Promise<string | undefined> {
     if (this.shuttingDown) return Promise.resolve(undefined);
-    const key = this.shift();
+    const key = this.shift() ?? this.shiftLater();
     if (key !== undefined) return Promise.resolve(this.handOut(key));
     return new Promise((resolve) => this.getters.push(resolve));
   }
@@ -112,8 +134,9 @@ export class WorkQueue {
   /** Marks the key processed; if it was added meanwhile it is queued again. */
   done(key: string): void {
     this.processing.delete(key);
+    const line = this.behindWhenDone.delete(key) ? 'back' : 'front';
     if (this.dirty.has(key) && !this.shuttingDown) {
-      this.push(key);
+      this.push(key, line);
       this.reportDepth();
     }
   }
@@ -133,20 +156,25 @@ export class WorkQueue {
 
   /** Items waiting: ready to hand out, or delayed (debounce, backoff). */
   depth(): number {
-    return this.shuttingDown ? 0 : this.ready.length - this.head + this.delayed.size;
+    return this.shuttingDown ? 0 : this.ready.length - this.head + this.behind.size + this.delayed.size;
   }
 
   inFlight(): number {
     return this.processing.size;
   }
 
-  private push(key: string): void {
+  private push(key: string, line: 'front' | 'back'): void {
     const getter = this.getters.shift();
     if (getter) {
       getter(this.handOut(key));
       return;
     }
-    this.ready.push(key);
+    if (line === 'front') {
+      this.ready.push(key);
+      return;
+    }
+    this.behind.add(key);
+    this.later.push(key);
   }
 
   private shift(): string | undefined {
@@ -160,7 +188,21 @@ export class WorkQueue {
     return key;
   }
 
+  /** The next key of the back line that is still in it. */
+  private shiftLater(): string | undefined {
+    while (this.laterHead < this.later.length) {
+      const key = this.later[this.laterHead++]!;
+      if (this.laterHead > 1024 && this.laterHead * 2 > this.later.length) {
+        this.later = this.later.slice(this.laterHead);
+        this.laterHead = 0;
+      }
+      if (this.behind.has(key)) return key;
+    }
+    return undefined;
+  }
+
   private handOut(key: string): string {
+    this.behind.delete(key);
     this.dirty.delete(key);
     this.processing.add(key);
     this.reportDepth();
