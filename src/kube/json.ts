@@ -23,17 +23,19 @@ export function stringEntries(value: unknown): Record<string, string> | undefine
   return Object.fromEntries(Object.entries(value).filter((entry): entry is [string, string] => typeof entry[1] === 'string'));
 }
 
-/** Whether `value` holds objects or arrays nested more than `max` levels deep; walks without recursion. */
+/**
+ * Whether `value` holds objects or arrays nested more than `max` levels deep. Recursive, but
+ * never deeper than `max` calls, and allocating nothing: it runs on every admission review.
+ */
 export function nestedDeeperThan(value: unknown, max: number): boolean {
-  const pending: [unknown, number][] = [[value, 0]];
-  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
-    const [item, depth] = next;
-    if (typeof item !== 'object' || item === null) continue;
-    if (depth >= max) return true;
-    for (const child of Array.isArray(item) ? item : Object.values(item)) {
-      if (typeof child === 'object' && child !== null) pending.push([child, depth + 1]);
-    }
+  if (typeof value !== 'object' || value === null) return false;
+  if (max <= 0) return true;
+  if (Array.isArray(value)) {
+    for (const child of value) if (nestedDeeperThan(child, max - 1)) return true;
+    return false;
   }
+  const record = value as Record<string, unknown>;
+  for (const key in record) if (Object.hasOwn(record, key) && nestedDeeperThan(record[key], max - 1)) return true;
   return false;
 }
 
