@@ -336,6 +336,8 @@ async function importCosts(): Promise<{ module: string; heap: number; rss: numbe
   return out;
 }
 
+const LONG_STRING_BYTES = 20_000;
+
 /** Self sizes in a heap snapshot, summed by node type and by the script that holds each closure or compiled code. */
 function snapshotSummary(file: string): string[] {
   const snap = JSON.parse(fs.readFileSync(file, 'utf8')) as {
@@ -348,6 +350,8 @@ function snapshotSummary(file: string): string[] {
   const [typeAt, nameAt, sizeAt] = ['type', 'name', 'self_size'].map((f) => fields.indexOf(f));
   const byType = new Map<string, number>();
   const byName = new Map<string, number>();
+  /** long strings: in an idle process, mostly the source text V8 keeps of each module loaded */
+  const long: [string, number][] = [];
   let total = 0;
   for (let i = 0; i < snap.nodes.length; i += fields.length) {
     const type = types[snap.nodes[i + typeAt!]!]!;
@@ -357,9 +361,19 @@ function snapshotSummary(file: string): string[] {
     byType.set(type, (byType.get(type) ?? 0) + size);
     const key = type === 'code' || type === 'closure' || type === 'object' || type === 'array' ? `${type}: ${name.slice(0, 60)}` : undefined;
     if (key) byName.set(key, (byName.get(key) ?? 0) + size);
+    if (type === 'string' && size > LONG_STRING_BYTES) long.push([name.slice(0, 60).replace(/\s+/g, ' '), size]);
   }
+  long.sort((a, b) => b[1] - a[1]);
+  const longTotal = long.reduce((sum, [, size]) => sum + size, 0);
   const top = (m: Map<string, number>, n: number) => [...m].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, v]) => `    ${mb(v).padStart(9)}  ${k}`);
-  return [`  heap snapshot: ${mb(total)} in all; by node type:`, ...top(byType, 8), '  largest groups (type: constructor or name):', ...top(byName, 12)];
+  return [
+    `  heap snapshot: ${mb(total)} in all; by node type:`,
+    ...top(byType, 8),
+    '  largest groups (type: constructor or name):',
+    ...top(byName, 12),
+    `  strings over ${LONG_STRING_BYTES / 1000} KB: ${long.length}, ${mb(longTotal)}; the largest, by their first characters:`,
+    ...long.slice(0, 6).map(([start, size]) => `    ${mb(size).padStart(9)}  ${JSON.stringify(start)}`),
+  ];
 }
 
 async function main(): Promise<void> {
