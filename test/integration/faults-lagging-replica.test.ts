@@ -99,12 +99,22 @@ describe('a replica whose caches lag admits the writes', () => {
     });
   }
   /** An owner's change of the template (an env var), written through the lagging replica's webhook. */
+  /**
+   * The owner's write, returned once the StatefulSet controller has observed it: two template
+   * writes it has not seen apart make one ControllerRevision, and the revisions are counted.
+   */
   async function ownerTemplateChange(value: string): Promise<V1StatefulSet> {
-    return apps.patchNamespacedStatefulSet({
+    const written = await apps.patchNamespacedStatefulSet({
       name: SET,
       namespace: workloads,
       body: [{ op: 'add', path: '/spec/template/spec/containers/0/env', value: [{ name: 'OWNER', value }] }],
     });
+    const generation = written.metadata?.generation ?? 0;
+    await waitUntil(`the StatefulSet controller to observe generation ${generation}`, async () => {
+      const observed = (await readSet()).status?.observedGeneration ?? 0;
+      return observed >= generation || `observed ${observed}`;
+    });
+    return written;
   }
   const configMapsSeenBy = async (proc: RollguardProcess): Promise<number> => (await status(proc)).caches.ConfigMap?.objects ?? -1;
 
