@@ -1,13 +1,10 @@
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
-import jsonpatch from 'fast-json-patch';
-import { errorText, statusCode } from '../kube/api-status.js';
+import { errorText } from '../kube/api-status.js';
 import { loadKubeConfig } from '../kube/kubeconfig.js';
 import { isTerminating } from '../rollout/pods.js';
 import { matches } from './selector.js';
 import { handoverSettings } from './settings.js';
-import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE } from './state.js';
-
-const UNPROCESSABLE = 422;
+import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE, setPodAnnotation } from './state.js';
 
 /**
  * `rollguard handover <namespace>/<set>`: asks for a handover away from the set's primary, the
@@ -42,13 +39,7 @@ export async function requestHandover(args: readonly string[]): Promise<number> 
       return fail(`${pods.length} pods of ${namespace}/${name} match the primary selector ${JSON.stringify(parsed.settings.selectorText)}: ${pods.map((p) => p.metadata?.name).join(', ') || 'none'}; exactly one must`);
     }
     const primary = pods[0]!.metadata!.name!;
-    const path = `/metadata/annotations/${jsonpatch.escapePathComponent(HANDOVER_REQUEST_ANNOTATION)}`;
-    try {
-      await core.patchNamespacedPod({ name: primary, namespace, body: [{ op: 'add', path, value: HANDOVER_REQUEST_VALUE }] });
-    } catch (err) {
-      if (statusCode(err) !== UNPROCESSABLE) throw err;
-      await core.patchNamespacedPod({ name: primary, namespace, body: [{ op: 'add', path: '/metadata/annotations', value: { [HANDOVER_REQUEST_ANNOTATION]: HANDOVER_REQUEST_VALUE } }] });
-    }
+    await setPodAnnotation((ops) => core.patchNamespacedPod({ name: primary, namespace, body: ops }), HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE);
     console.log(`requested a handover away from pod ${namespace}/${primary}, the primary of StatefulSet ${name}; rollguard's leader performs it.`);
     console.log(`  kubectl -n ${namespace} get events --field-selector involvedObject.name=${name}`);
     return 0;

@@ -1,4 +1,5 @@
 import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
+import type { Operation } from 'fast-json-patch';
 import type { Logger } from 'pino';
 import { admissionResponseFor, parseAdmissionReview } from '../admission/review.js';
 import { errorText, statusCode } from '../kube/api-status.js';
@@ -6,12 +7,11 @@ import type { EventSpec } from '../kube/events.js';
 import type { Metrics } from '../metrics.js';
 import type { HandlerResult } from '../server/webhook-server.js';
 import { decideEviction } from './eviction.js';
-import { annotationOps, EVICTION_ALLOWED_ANNOTATION, HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE } from './state.js';
+import { EVICTION_ALLOWED_ANNOTATION, HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE, setPodAnnotation } from './state.js';
 
 export const REASON_EVICTION_DEFERRED = 'EvictionDeferred';
 const TOO_MANY_REQUESTS = 429;
 const NOT_FOUND = 404;
-const UNPROCESSABLE = 422;
 /** Deferrals remembered, oldest forgotten first: a drain touches a few pods at a time. */
 const DEFERRALS_REMEMBERED = 1000;
 
@@ -20,8 +20,8 @@ export interface EvictionHandlerOptions {
   readPod(namespace: string, name: string): Promise<V1Pod | undefined>;
   /** An opted-in StatefulSet from the shared cache. */
   statefulSet(namespace: string, name: string): V1StatefulSet | undefined;
-  /** Sets one annotation of the pod (JSON Patch, see annotationOps) and gives the pod as that write left it. */
-  annotatePod(namespace: string, name: string, ops: ReturnType<typeof annotationOps>): Promise<V1Pod>;
+  /** A JSON Patch of the pod's annotations (setPodAnnotation); gives the pod as that write left it. */
+  annotatePod(namespace: string, name: string, ops: Operation[]): Promise<V1Pod>;
   /** Records an Event on the set (EvictionDeferred); failures are the recorder's to log. */
   recordOnSet?(set: V1StatefulSet, spec: EventSpec): Promise<void>;
   maxDeferMs: number;
@@ -68,14 +68,8 @@ export function createEvictionHandler(opts: EvictionHandlerOptions): (body: unkn
       return counted('allowed', allowed(request.uid));
     }
     try {
-      const annotate = async (current: V1Pod | undefined, key: string, value: string): Promise<V1Pod> => {
-        try {
-          return await opts.annotatePod(namespace, name, annotationOps(current?.metadata?.annotations ? 'add-key' : 'add-map', key, value));
-        } catch (err) {
-          if (statusCode(err) !== UNPROCESSABLE) throw err;
-          return opts.annotatePod(namespace, name, annotationOps('add-map', key, value));
-        }
-      };
+      const annotate = (current: V1Pod | undefined, key: string, value: string): Promise<V1Pod> =>
+        setPodAnnotation((ops) => opts.annotatePod(namespace, name, ops), key, value, current?.metadata?.annotations !== undefined);
       let pod = await opts.readPod(namespace, name);
       const owner = pod?.metadata?.ownerReferences?.find((r) => r.controller === true && r.kind === 'StatefulSet');
       const set = owner ? opts.statefulSet(namespace, owner.name) : undefined;

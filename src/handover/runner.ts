@@ -10,7 +10,7 @@ import { isTerminating } from '../rollout/pods.js';
 import { callHttpAction, credentialsFrom, type HandoverCredentials } from './call.js';
 import { decideHandover, REASON_PRIMARY_SCALED_DOWN, scaledDownPrimary, type CallAnswer, type HandoverCall, type HandoverInput, type HandoverStep } from './decision.js';
 import { handoverSettings, HANDOVER_CREDENTIALS_ANNOTATION, type HandoverSettings } from './settings.js';
-import { evictionAllowedRecently, HANDOVER_CANDIDATE_ANNOTATION, HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE, handoverStateOps, readHandoverState, type HandoverState } from './state.js';
+import { evictionAllowedRecently, HANDOVER_CANDIDATE_ANNOTATION, HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE, handoverStateOps, readHandoverState, setPodAnnotation, type HandoverState } from './state.js';
 
 const NOT_FOUND = 404;
 const UNPROCESSABLE = 422;
@@ -231,15 +231,8 @@ export class HandoverRunner {
     return undefined;
   }
 
-  /** Sets the annotation; the pod may have no annotations at all (a JSON Patch add then needs the map). */
-  private async annotate(namespace: string, pod: string, key: string, value: string): Promise<V1Pod> {
-    const path = `/metadata/annotations/${jsonpatch.escapePathComponent(key)}`;
-    try {
-      return await this.deps.patchPod(namespace, pod, [{ op: 'add', path, value }]);
-    } catch (err) {
-      if (statusCode(err) !== UNPROCESSABLE) throw err;
-      return this.deps.patchPod(namespace, pod, [{ op: 'add', path: '/metadata/annotations', value: { [key]: value } }]);
-    }
+  private annotate(namespace: string, pod: string, key: string, value: string): Promise<V1Pod> {
+    return setPodAnnotation((ops) => this.deps.patchPod(namespace, pod, ops), key, value);
   }
 
   /** The pods with the requests this term already removed taken off, where the cache has not caught up. */

@@ -1,6 +1,9 @@
 import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import jsonpatch from 'fast-json-patch';
 import type { Operation } from 'fast-json-patch';
+import { statusCode } from '../kube/api-status.js';
+
+const UNPROCESSABLE = 422;
 
 /**
  * The handover in flight on a set, as JSON in one annotation on the set. Written behind a test
@@ -45,11 +48,24 @@ export function claimedAsCandidate(pod: V1Pod | undefined, now: Date): boolean {
   return until !== undefined && now.getTime() < until;
 }
 
-/** JSON Patch that sets one annotation of a pod: `add-map` when the pod has no annotations at all. */
-export function annotationOps(annotations: 'add-map' | 'add-key', key: string, value: string): { op: 'add'; path: string; value: unknown }[] {
+function annotationOps(annotations: 'add-map' | 'add-key', key: string, value: string): Operation[] {
   return annotations === 'add-map'
     ? [{ op: 'add', path: '/metadata/annotations', value: { [key]: value } }]
     : [{ op: 'add', path: `/metadata/annotations/${jsonpatch.escapePathComponent(key)}`, value }];
+}
+
+/**
+ * Sets one annotation of a pod through `patch` (a JSON Patch of the pod): as a key of its map,
+ * or as the whole map when the pod has none (`hasAnnotations` false, or the key's add answered
+ * 422). Gives what `patch` gave.
+ */
+export async function setPodAnnotation<T>(patch: (ops: Operation[]) => Promise<T>, key: string, value: string, hasAnnotations = true): Promise<T> {
+  try {
+    return await patch(annotationOps(hasAnnotations ? 'add-key' : 'add-map', key, value));
+  } catch (err) {
+    if (statusCode(err) !== UNPROCESSABLE) throw err;
+    return patch(annotationOps('add-map', key, value));
+  }
 }
 
 /** What asked for the handover: a partition step, a person's (or the eviction guard's) request, a held scale-down. */

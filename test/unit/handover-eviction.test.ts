@@ -87,7 +87,7 @@ describe('createEvictionHandler', () => {
       },
       statefulSet: () => set(),
       annotatePod: async (_ns, name, ops) => {
-        const op = ops[0]!;
+        const op = ops[0] as { path: string; value: unknown };
         marks.push(`${name} ${op.path === '/metadata/annotations' ? `add-map ${Object.keys(op.value as object).join()}` : `add-key ${op.path}`}`);
         const read = between((await readPod())!);
         const added = op.path === '/metadata/annotations' ? (op.value as Record<string, string>) : { [op.path.split('/').pop()!.replace('~1', '/')]: String(op.value) };
