@@ -26,6 +26,7 @@ import { startRollguardServe } from './side-by-side/rollguard-serve.js';
 // product (`rollguard serve`, nothing to watch) beside the peer's, and what holds rollguard's idle heap.
 // Prints figures and ratios; asserts nothing (but stops when the caches disagree).
 //   npm run build:bench && node dist/bench/memory-caches.js
+// BENCH_NODE_ARGS: V8 flags for rollguard's processes, e.g. BENCH_NODE_ARGS=--max-semi-space-size=2.
 // With --workloads, the workload caches instead: 2,000 labelled StatefulSets, Deployments and
 // DaemonSets (BENCH_WORKLOADS), each kind's cache synced alone in a fresh process against the
 // same process syncing an empty namespace; bytes per cached workload, and ratios between kinds.
@@ -42,6 +43,8 @@ const TARGET_BYTES_PER_OBJECT = 600;
  * and again once settled, which is what a long-running replica holds.
  */
 const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? 20_000);
+/** V8 flags for rollguard's processes (the cache's and `rollguard serve`), e.g. a heap setting to weigh; the peer is Go */
+const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
 /** What rollguard imports at start, each weighed alone in a fresh process. */
 const PRODUCT_MODULES = ['@kubernetes/client-node', 'fastify', 'pino', 'prom-client', 'node-forge', 'fast-json-patch'];
 
@@ -292,7 +295,7 @@ async function productIdle(kubeconfigPath: string, dir: string, namespace: strin
     certDir: dir,
     namespace,
     watchNamespaces: [namespace],
-    nodeArgs: ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshotDir}`],
+    nodeArgs: [...NODE_ARGS, '--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${snapshotDir}`],
   });
   try {
     for (const deadline = Date.now() + 60_000; !(await rg.ready()); await new Promise((r) => setTimeout(r, 200))) {
@@ -408,7 +411,7 @@ async function main(): Promise<void> {
     }
 
     const run = async (namespace: string, expectedFile?: string): Promise<Measurement> => {
-      const { stdout } = await promisify(execFile)(process.execPath, [fileURLToPath(import.meta.url), '--measure', kubeconfigPath, namespace, ...(expectedFile ? [expectedFile] : [])], {
+      const { stdout } = await promisify(execFile)(process.execPath, [...NODE_ARGS, fileURLToPath(import.meta.url), '--measure', kubeconfigPath, namespace, ...(expectedFile ? [expectedFile] : [])], {
         maxBuffer: 1024 * 1024,
       });
       return JSON.parse(stdout) as Measurement;
@@ -433,6 +436,7 @@ async function main(): Promise<void> {
     ];
     const col = (s: string, w = 14): string => s.padStart(w);
     console.log(`\nbytes per cached object (${full.objects} objects vs an empty namespace; settled = ${SETTLE_MS / 1000} s after sync)`);
+    if (NODE_ARGS.length) console.log(`  rollguard's processes run with ${NODE_ARGS.join(' ')} (BENCH_NODE_ARGS)`);
     console.log(`${''.padEnd(24)}${col('rollguard')}${col('c-r peer')}${col('rg/peer', 9)}`);
     for (const [label, pick] of rows) {
       const [rg, peer] = [per(full, empty, pick), per(peerFull, peerEmpty, pick)];
