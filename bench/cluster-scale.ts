@@ -7,7 +7,7 @@ import { ENABLED_LABEL, annotationKey } from '../src/restarter/annotations.js';
 import { createCertificateAuthority, createSignedCertificate } from '../src/tls/certificates.js';
 import { certDir, peakRssOf, rssOf } from './side-by-side/peer.js';
 import { review } from './side-by-side/review.js';
-import { startRollguardServe, type RollguardServe } from './side-by-side/rollguard-serve.js';
+import { memoryLine, startRollguardServe, type RollguardServe } from './side-by-side/rollguard-serve.js';
 
 // A large cluster on the real control plane: 1,000 namespaces, 5,000 opted-in StatefulSets
 // (replicas: 0, and no kube-controller-manager, so no StatefulSet controller and no pods),
@@ -316,6 +316,7 @@ async function main(): Promise<void> {
     const startPatches = watch.patches.length;
     console.log(`rollguard serve: caches synced ${secs(synced - t0)} after start, ready ${secs(ready - t0)} (${objects} objects cached; target ready <= 60 s)`);
     console.log(`  RSS peak ${mib(peakAtStart)}, settled ${mib(settled)} (${SETTLE_MS / 1000} s after ready; target <= 150 MiB); ${startPatches} patches at start`);
+    console.log(`  settled: ${memoryLine(settled, await rg.memory())}`);
 
     // what the loop still has to do when the storm starts: the storm's sets queue behind it
     const reconcileAtStorm = JSON.stringify(((await rg.status()) as { reconcile?: unknown }).reconcile);
@@ -360,6 +361,7 @@ async function main(): Promise<void> {
       `  /mutate at ${ADMISSION_RATE}/s during the storm: p50 ${percentile(admission.latencies, 50).toFixed(2)} ms, p99 ${percentile(admission.latencies, 99).toFixed(2)} ms, p99.9 ${percentile(admission.latencies, 99.9).toFixed(2)} ms (${admission.latencies.length} reviews, ${admission.errors()} errors)`,
     );
     console.log(`  RSS peak over the run ${mib(peakRssOf(rg.child.pid!))}, now ${mib(rssOf(rg.child.pid!))}`);
+    console.log(`  after the storm: ${memoryLine(rssOf(rg.child.pid!), await rg.memory())}`);
     rss.stop();
 
     await rg.stop();

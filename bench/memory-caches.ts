@@ -16,7 +16,7 @@ import { RawApi } from '../src/kube/raw-api.js';
 import { ENABLED_LABEL, IGNORE_LABEL } from '../src/restarter/annotations.js';
 import { createCertificateAuthority, createSignedCertificate } from '../src/tls/certificates.js';
 import { certDir, peakRssOf, rssOf, startPeer } from './side-by-side/peer.js';
-import { startRollguardServe } from './side-by-side/rollguard-serve.js';
+import { memoryLine, startRollguardServe, type MemoryFigures } from './side-by-side/rollguard-serve.js';
 
 // Memory side by side, one API server, one run: rollguard's metadata caches and the
 // controller-runtime peer's metadata-only cache (PartialObjectMetadata, managedFields stripped),
@@ -288,7 +288,7 @@ async function createAll(kc: KubeConfig, namespace: string): Promise<void> {
 const mb = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 
 /** `rollguard serve` with nothing to watch: RSS once ready and settled, and a heap snapshot of it. */
-async function productIdle(kubeconfigPath: string, dir: string, namespace: string): Promise<{ rss: number; peak: number; snapshot: string }> {
+async function productIdle(kubeconfigPath: string, dir: string, namespace: string): Promise<{ rss: number; peak: number; memory: MemoryFigures; snapshot: string }> {
   const snapshotDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollguard-bench-heap-'));
   const rg = await startRollguardServe({
     kubeconfigPath,
@@ -305,6 +305,7 @@ async function productIdle(kubeconfigPath: string, dir: string, namespace: strin
     const pid = rg.child.pid!;
     const rss = rssOf(pid);
     const peak = peakRssOf(pid);
+    const memory = await rg.memory();
     rg.child.kill('SIGUSR2');
     let snapshot = '';
     for (const until = Date.now() + 60_000; Date.now() < until && !snapshot; await new Promise((r) => setTimeout(r, 500))) {
@@ -316,7 +317,7 @@ async function productIdle(kubeconfigPath: string, dir: string, namespace: strin
         if (fs.statSync(path.join(snapshotDir, done)).size === size && size > 0) snapshot = path.join(snapshotDir, done);
       }
     }
-    return { rss, peak, snapshot };
+    return { rss, peak, memory, snapshot };
   } finally {
     await rg.stop();
   }
@@ -450,6 +451,7 @@ async function main(): Promise<void> {
     const idle = await productIdle(kubeconfigPath, dir, 'bench-idle');
     const peerIdle = (await measurePeer(kubeconfigPath, 'bench-idle', dir)).m;
     console.log(`\nidle (nothing to watch, ${SETTLE_MS / 1000} s after ready): rollguard serve RSS ${mb(idle.rss)} (peak ${mb(idle.peak)}); c-r peer RSS ${mb(peerIdle.rssSettled)}; ratio ${(idle.rss / peerIdle.rssSettled).toFixed(2)} (target <= 80 MB)`);
+    console.log(`  ${memoryLine(idle.rss, idle.memory)}`);
     if (idle.snapshot) {
       for (const line of snapshotSummary(idle.snapshot)) console.log(line);
       fs.rmSync(path.dirname(idle.snapshot), { recursive: true, force: true });

@@ -12,7 +12,32 @@ export interface RollguardServe {
   adminPort: number;
   status(): Promise<{ ready: boolean; caches: Record<string, { synced: boolean; objects: number }> }>;
   ready(): Promise<boolean>;
+  /** What of the RSS is V8's heap, read from rollguard's own /metrics (prom-client's process gauges). */
+  memory(): Promise<MemoryFigures>;
   stop(): Promise<void>;
+}
+
+export interface MemoryFigures {
+  /** V8 heap committed: old and new space, code, large objects, live and garbage alike */
+  heapCommitted: number;
+  heapUsed: number;
+  /** the new space (the young generation) committed, part of heapCommitted */
+  newSpaceCommitted: number;
+  /** memory V8 was told of outside its heap: Buffers, TLS and zlib state */
+  external: number;
+}
+
+function gauge(metrics: string, name: string, labels = ''): number {
+  const line = metrics.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+  if (!line) throw new Error(`rollguard's /metrics has no ${name}${labels}`);
+  return Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+/** One line: the RSS, and how much of it is V8's heap, its young generation, external memory, and the rest. */
+export function memoryLine(rss: number, m: MemoryFigures): string {
+  const mib = (b: number): string => `${(b / 1024 / 1024).toFixed(0)} MiB`;
+  const rest = rss - m.heapCommitted - m.external;
+  return `RSS ${mib(rss)} = V8 heap committed ${mib(m.heapCommitted)} (used ${mib(m.heapUsed)}; young generation ${mib(m.newSpaceCommitted)}) + external ${mib(m.external)} + the rest ${mib(rest)} (code, malloc, stacks, the node binary)`;
 }
 
 /**
@@ -66,6 +91,15 @@ export async function startRollguardServe(opts: {
     async ready() {
       if (child.exitCode !== null) throw new Error(`rollguard serve exited with ${child.exitCode}`);
       return fetch(`${admin}/readyz`, { signal: AbortSignal.timeout(5_000) }).then((r) => r.ok, () => false);
+    },
+    async memory() {
+      const metrics = await (await fetch(`${admin}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+      return {
+        heapCommitted: gauge(metrics, 'rollguard_nodejs_heap_size_total_bytes'),
+        heapUsed: gauge(metrics, 'rollguard_nodejs_heap_size_used_bytes'),
+        newSpaceCommitted: gauge(metrics, 'rollguard_nodejs_heap_space_size_total_bytes', '{space="new"}'),
+        external: gauge(metrics, 'rollguard_nodejs_external_memory_bytes'),
+      };
     },
     async stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
