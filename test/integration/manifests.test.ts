@@ -491,6 +491,26 @@ describe('deploy manifests', () => {
     expect(only<KubernetesObject & { spec: { minAvailable: number } }>(chart, 'PodDisruptionBudget').spec.minAvailable).toBe(1);
   });
 
+  it.each(['kustomize base', 'helm defaults'])('%s: Node takes the NODE_OPTIONS, keeps source maps on, and holds the young generation to 2 x 16 MiB', async (name) => {
+    const options = rollguardContainer(only<V1Deployment>(objectsOf(name), 'Deployment')).env?.find((e) => e.name === 'NODE_OPTIONS')?.value;
+    expect(options, 'NODE_OPTIONS is set').toBeDefined();
+    // garbage in batches, as list pages make it; unset, V8 grew this machine's new space to 64 MiB and more
+    const script = `
+      const v8 = require('node:v8');
+      let batch = [], most = 0;
+      for (let i = 0; i < 2e6; i++) {
+        batch.push({ i, s: 'x' + i });
+        if (batch.length > 20000) batch = [];
+        if (i % 1000 === 0) most = Math.max(most, v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space').space_size);
+      }
+      console.log(JSON.stringify({ sourceMaps: process.sourceMapsEnabled, newSpaceMiB: most / 1048576 }));`;
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, ['--input-type=commonjs', '-e', script], { env: { ...process.env, NODE_OPTIONS: options } });
+    expect(stderr).toBe('');
+    const seen = JSON.parse(stdout) as { sourceMaps: boolean; newSpaceMiB: number };
+    expect(seen.sourceMaps).toBe(true);
+    expect(seen.newSpaceMiB).toBeLessThanOrEqual(32);
+  });
+
   it.each(['kustomize base', 'helm defaults', 'helm release "rg", one replica, no leader election'])(
     '%s: the NetworkPolicy selects rollguard\'s pods, opens the webhook port to all and the admin port to the monitoring namespace only',
     (name) => {
