@@ -8,7 +8,7 @@
  * buckets inside each server). First checks that rollguard's and the peer's patches, applied,
  * give the same objects. Prints figures and ratios; asserts nothing.
  *
- *   npm run build:bench && node dist/bench/admission.js [seconds per run]
+ *   npm run bench -- admission [seconds per run]
  *   BENCH_ROUNDS (2), BENCH_RATES (500,1000,2000), BENCH_SERVER_NODE_OPTIONS, BENCH_MAX_REQUESTS_PER_CONNECTION
  */
 import { execFileSync } from 'node:child_process';

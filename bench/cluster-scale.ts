@@ -17,7 +17,7 @@ import { memoryLine, startRollguardServe, type RollguardServe } from './side-by-
 // /mutate is reviewed at a fixed rate: time to the last patch, restarts per 1-s window against
 // --max-restarts-per-second plus its burst, each set patched once; then rollguard restarted:
 // zero patches. Prints figures; asserts nothing.
-//   npm run build:bench && node dist/bench/cluster-scale.js
+//   npm run bench -- cluster-scale
 //   BENCH_NAMESPACES (1000), BENCH_SETS_PER_NAMESPACE (5), BENCH_OBJECTS_PER_NAMESPACE (100),
 //   BENCH_STORM (2000), BENCH_PACE (100 restarts/s), BENCH_WORKERS (rollguard's --workers),
 //   BENCH_KUBECONFIG (a control plane kept, objects created); for profiles: BENCH_NODE_ARGS (node flags of

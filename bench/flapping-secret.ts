@@ -11,7 +11,7 @@ import { startControlPlane } from '../src/dev/control-plane.js';
 // 50 StatefulSets. Rollouts per set with the restart floor (--min-restart-interval) and, as the
 // reference in the same run, with the debounce alone. No webhook, so the first pass annotates
 // each set once too. Prints figures; asserts nothing.
-// Run: npm run build:bench && node dist/bench/flapping-secret.js   (BENCH_SECONDS, BENCH_SETS, BENCH_FLOOR_SECONDS)
+// Run: npm run bench -- flapping-secret   (BENCH_SECONDS, BENCH_SETS, BENCH_FLOOR_SECONDS)
 
 const SETS = Number(process.env.BENCH_SETS ?? 50);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 120);

@@ -25,12 +25,12 @@ import { memoryLine, startRollguardServe, type MemoryFigures } from './side-by-s
 // both caches hold the same (namespace, name, uid, resourceVersion, ignored); then idle RSS of the
 // product (`rollguard serve`, nothing to watch) beside the peer's, and what holds rollguard's idle heap.
 // Prints figures and ratios; asserts nothing (but stops when the caches disagree).
-//   npm run build:bench && node dist/bench/memory-caches.js
+//   npm run bench -- memory-caches
 // BENCH_NODE_ARGS: V8 flags for rollguard's processes, e.g. BENCH_NODE_ARGS=--max-semi-space-size=2.
 // With --workloads, the workload caches instead: 2,000 labelled StatefulSets, Deployments and
 // DaemonSets (BENCH_WORKLOADS), each kind's cache synced alone in a fresh process against the
 // same process syncing an empty namespace; bytes per cached workload, and ratios between kinds.
-//   npm run build:bench && node dist/bench/memory-caches.js --workloads
+//   npm run bench -- memory-caches --workloads
 
 const OBJECTS_PER_KIND = Number(process.env.BENCH_OBJECTS ?? 20_000);
 const PAYLOAD_BYTES = 4096;

@@ -7,7 +7,7 @@ import { decodeExpiringPod, ExpiringPodStore } from '../src/compat/expiring-pods
 // metadata decoded into the ExpiringPodStore, for pods with an expires-at annotation and for pods
 // without one, beside the reference of keeping the same PartialObjectMetadata as parsed (what a
 // metadata-only cache of whole objects holds), in one process. Prints figures and ratios; asserts nothing.
-//   npm run build:bench && node dist/bench/pod-expiry-cache.js
+//   npm run bench -- pod-expiry-cache
 
 const PODS = Number(process.env.BENCH_PODS ?? 20_000);
 

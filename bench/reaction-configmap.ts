@@ -17,7 +17,7 @@ import { createRestarterController } from '../src/restarter/controller.js';
 //   patches in any 1-s window against the pace plus its burst.
 // Each shape twice in one process: without the data check (the reference), then with it (one GET
 // and an HMAC per change), printing the ratios and the GETs per change. Prints figures; asserts
-// nothing. Run: npx tsc -p tsconfig.json && node dist/bench/reaction-configmap.js
+// nothing. Run: npm run bench -- reaction-configmap
 
 const SETS = Number(process.env.BENCH_SETS ?? 500);
 const UPDATES = Number(process.env.BENCH_UPDATES ?? 200);

@@ -9,7 +9,7 @@ import { PodCache, decodePod } from '../src/rollout/pod-cache.js';
 // Memory of the rollout controller's pod cache: heap per pod held slim (PodCache) against the
 // same pods held as whole typed V1Pods, from realistic wire JSON; and the time of one decision
 // for a large set. Prints figures; asserts nothing.
-// Run: npx tsc -p tsconfig.json && node dist/bench/rollout-pod-cache.js
+// Run: npm run bench -- rollout-pod-cache
 
 const PODS = Number(process.env.BENCH_PODS ?? 20_000);
 const PODS_PER_SET = 100;

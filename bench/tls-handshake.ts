@@ -22,7 +22,7 @@ import { nextBundle, renewalPolicy } from '../src/tls/rotator.js';
 // event loop (the load comes from a worker thread, so it runs on the other core), and the time from
 // "renew" to "new handshakes get the new certificate", in process and through a real Secret.
 // Prints figures; asserts nothing.
-// Run: npx tsc -p tsconfig.json; node dist/bench/tls-handshake.js   (BENCH_CLUSTER=0 skips the control plane)
+// Run: npm run bench -- tls-handshake   (BENCH_CLUSTER=0 skips the control plane)
 
 const KEY_BITS = 2048;
 const VALIDITY_SECONDS = 3600;
