@@ -7,7 +7,7 @@ import { ENABLED_LABEL, annotationKey } from '../src/restarter/annotations.js';
 import { createCertificateAuthority, createSignedCertificate } from '../src/tls/certificates.js';
 import { certDir, peakRssOf, rssOf } from './side-by-side/peer.js';
 import { review } from './side-by-side/review.js';
-import { memoryLine, startRollguardServe, type RollguardServe } from './side-by-side/rollguard-serve.js';
+import { memoryLine, mib, startRollguardServe, type RollguardServe } from './side-by-side/rollguard-serve.js';
 
 // A large cluster on the real control plane: 1,000 namespaces, 5,000 opted-in StatefulSets
 // (replicas: 0, and no kube-controller-manager, so no StatefulSet controller and no pods),
@@ -277,7 +277,6 @@ function percentile(values: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
 }
 
-const mib = (b: number): string => `${(b / 1024 / 1024).toFixed(0)} MiB`;
 const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
 
 async function waitUntil(what: string, timeoutMs: number, probe: () => Promise<boolean>): Promise<number> {

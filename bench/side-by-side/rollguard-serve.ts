@@ -27,15 +27,16 @@ export interface MemoryFigures {
   external: number;
 }
 
-function gauge(metrics: string, name: string, labels = ''): number {
-  const line = metrics.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+function gauge(lines: readonly string[], name: string, labels = ''): number {
+  const line = lines.find((l) => l.startsWith(`${name}${labels} `));
   if (!line) throw new Error(`rollguard's /metrics has no ${name}${labels}`);
   return Number(line.slice(line.lastIndexOf(' ') + 1));
 }
 
+export const mib = (b: number): string => `${(b / 1024 / 1024).toFixed(0)} MiB`;
+
 /** One line: the RSS, and how much of it is V8's heap, its young generation, external memory, and the rest. */
 export function memoryLine(rss: number, m: MemoryFigures): string {
-  const mib = (b: number): string => `${(b / 1024 / 1024).toFixed(0)} MiB`;
   const rest = rss - m.heapCommitted - m.external;
   return `RSS ${mib(rss)} = V8 heap committed ${mib(m.heapCommitted)} (used ${mib(m.heapUsed)}; young generation ${mib(m.newSpaceCommitted)}) + external ${mib(m.external)} + the rest ${mib(rest)} (code, malloc, stacks, the node binary)`;
 }
@@ -93,7 +94,7 @@ export async function startRollguardServe(opts: {
       return fetch(`${admin}/readyz`, { signal: AbortSignal.timeout(5_000) }).then((r) => r.ok, () => false);
     },
     async memory() {
-      const metrics = await (await fetch(`${admin}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+      const metrics = (await (await fetch(`${admin}/metrics`, { signal: AbortSignal.timeout(5_000) })).text()).split('\n');
       return {
         heapCommitted: gauge(metrics, 'rollguard_nodejs_heap_size_total_bytes'),
         heapUsed: gauge(metrics, 'rollguard_nodejs_heap_size_used_bytes'),
