@@ -15,11 +15,12 @@ const benchmarks = fs
   .sort();
 
 const [name, ...args] = process.argv.slice(2);
-if (!name || !benchmarks.includes(name.replace(/\.(js|ts)$/, ''))) {
+const benchmark = name?.replace(/\.(js|ts)$/, '');
+if (!benchmark || !benchmarks.includes(benchmark)) {
   console.error(`usage: npm run bench -- <name> [args]; <name> is one of ${benchmarks.join(', ')}${name ? ` (not ${name})` : ''}`);
   process.exit(2);
 }
-const child = spawn(process.execPath, [path.join(here, `${name.replace(/\.(js|ts)$/, '')}.js`), ...args], { stdio: 'inherit' });
+const child = spawn(process.execPath, [path.join(here, `${benchmark}.js`), ...args], { stdio: 'inherit' });
 // Ctrl-C reaches the benchmark through the terminal; wait for it to finish. Other signals are passed on.
 process.on('SIGINT', () => undefined);
 for (const signal of ['SIGTERM', 'SIGHUP'] as const) process.on(signal, () => child.kill(signal));
