@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import Fastify from 'fastify';
 import { pino } from 'pino';
 import { createMetrics } from '../src/metrics.js';
-import { createAdmissionHandler } from '../src/admission/handler.js';
+import { createAdmissionHandler } from '../src/restarter/admission-handler.js';
 import { createWebhookServer } from '../src/server/webhook-server.js';
 import { createCertificateAuthority, createSignedCertificate } from '../src/tls/certificates.js';
 import { staticCertificateSource } from '../test/env/static-certificate-source.js';
@@ -51,10 +51,9 @@ async function serveInChild(kind: string, webhookPort: number, adminPort: number
       host: '127.0.0.1',
       port: webhookPort,
       certificates: staticCertificateSource({ ...pair, caPem: fs.readFileSync(path.join(dir, 'ca.crt'), 'utf8') }),
-      handler: createAdmissionHandler({ cachesSynced: () => true, lookup: staticLookup(versionsFile), metrics }),
+      routes: [{ path: '/mutate', ...createAdmissionHandler({ cachesSynced: () => true, lookup: staticLookup(versionsFile), metrics }) }],
       readiness: () => ({ ready: true, reasons: [] }),
       logger,
-      metrics,
       ...(process.env.BENCH_MAX_REQUESTS_PER_CONNECTION ? { maxRequestsPerConnection: Number(process.env.BENCH_MAX_REQUESTS_PER_CONNECTION) } : {}),
     });
     await webhook.start(new AbortController().signal);

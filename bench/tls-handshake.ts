@@ -8,7 +8,8 @@ import pino from 'pino';
 import { Registry } from 'prom-client';
 import { startControlPlane } from '../src/dev/control-plane.js';
 import { createMetrics } from '../src/metrics.js';
-import { createWebhookServer, type AdmissionHandler } from '../src/server/webhook-server.js';
+import type { ReviewHandler } from '../src/admission/review.js';
+import { createWebhookServer } from '../src/server/webhook-server.js';
 import { createCertificateSource } from '../src/tls/certificate-source.js';
 import {
   certificateFingerprint,
@@ -134,7 +135,7 @@ function inWorker(job: Job): Promise<JobResult> {
   });
 }
 
-const trivialHandler: AdmissionHandler = (body) => {
+const trivialHandler: ReviewHandler = (body) => {
   const uid = (body as { request: { uid: string } }).request.uid;
   return { status: 200, body: { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid, allowed: true } } };
 };
@@ -189,10 +190,9 @@ async function inProcess(): Promise<void> {
     host: '127.0.0.1',
     port: 0,
     certificates: source,
-    handler: trivialHandler,
+    routes: [{ path: '/mutate', handle: trivialHandler }],
     readiness: () => ({ ready: true, reasons: [] }),
     logger: pino({ level: 'warn' }),
-    metrics: createMetrics(new Registry()),
   });
   await server.start(controller.signal);
   const port = server.address().port;
@@ -288,10 +288,9 @@ async function throughSecret(): Promise<void> {
     host: '127.0.0.1',
     port: 0,
     certificates: source,
-    handler: trivialHandler,
+    routes: [{ path: '/mutate', handle: trivialHandler }],
     readiness: () => ({ ready: source.ready(), reasons: source.ready() ? [] : ['certificate not loaded'] }),
     logger: pino({ level: 'warn' }),
-    metrics: createMetrics(new Registry()),
   });
   try {
     await core.createNamespace({ body: { metadata: { name: namespace } } });

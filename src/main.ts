@@ -1,28 +1,27 @@
 import fs from 'node:fs';
 import os from 'node:os';
-import { AppsV1Api, CoreV1Api, type KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { pino, type Logger } from 'pino';
 import type { Config } from './config.js';
 import { loadKubeConfig } from './kube/kubeconfig.js';
 import { LeaderElector } from './kube/leader-election.js';
 import { createLogger } from './logger.js';
 import { Manager, type Runnable } from './manager.js';
-import { createMetrics, type Metrics } from './metrics.js';
-import { createAdmissionHandler } from './admission/handler.js';
-import { handoverGraceCheck } from './admission/handover-grace-check.js';
-import { holdPartitionMutator } from './admission/partition-hold-mutator.js';
-import { holdScaleDownMutator } from './admission/scale-hold-mutator.js';
-import { createScaleHandler } from './handover/scale-handler.js';
+import { createMetrics } from './metrics.js';
+import { createAdmissionHandler } from './restarter/admission-handler.js';
+import { handoverGraceCheck } from './handover/grace-check.js';
+import { holdPartitionMutator } from './rollout/partition-hold-mutator.js';
+import { holdScaleDownMutator } from './handover/scale-hold-mutator.js';
+import { scaleGuard } from './handover/scale-handler.js';
 import { EventRecorder } from './kube/events.js';
 import { createRestarterController } from './restarter/controller.js';
 import { dialectFor, type CompatMode } from './compat/stackable.js';
 import { createPodRestarter } from './compat/pod-restarter.js';
 import { createRolloutController } from './rollout/controller.js';
-import { createEvictionHandler } from './handover/eviction-handler.js';
-import { statusCode } from './kube/api-status.js';
+import { evictionGuard } from './handover/eviction-handler.js';
 import { AdminServer } from './server/admin-server.js';
 import { readiness, type Readiness } from './server/readiness.js';
-import { rollguardStatus, type RollguardStatus } from './server/status.js';
+import { rollguardStatus, type RollguardStatus } from './status.js';
 import { createWebhookServer } from './server/webhook-server.js';
 import { createCertificateSource } from './tls/certificate-source.js';
 import { VERSION } from './version.js';
@@ -119,22 +118,36 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     host: config.webhookHost,
     port: config.webhookPort,
     certificates,
-    handler: createAdmissionHandler({
-      cachesSynced: restarter.cachesSynced,
-      lookup: restarter.lookup,
-      cacheProgress: restarter.cacheProgress,
-      inScope: restarter.covers,
-      mutators: [holdScaleDownMutator, holdPartitionMutator],
-      checks: [handoverGraceCheck],
-      dialectOf: (labels) => dialectFor(labels, config.compat as CompatMode),
-      metrics,
-      logger: logger.child({ component: 'admission' }),
-    }),
-    evictionHandler: evictionGuard(kubeConfig, restarter.statefulSets.store, config.evictionDeferMax, metrics, logger, new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger })),
-    scaleHandler: scaleGuard(kubeConfig, restarter.statefulSets.store, logger),
+    routes: [
+      {
+        path: '/mutate',
+        ...createAdmissionHandler({
+          cachesSynced: restarter.cachesSynced,
+          lookup: restarter.lookup,
+          cacheProgress: restarter.cacheProgress,
+          inScope: restarter.covers,
+          mutators: [holdScaleDownMutator, holdPartitionMutator],
+          checks: [handoverGraceCheck],
+          dialectOf: (labels) => dialectFor(labels, config.compat as CompatMode),
+          metrics,
+          logger: logger.child({ component: 'admission' }),
+        }),
+      },
+      {
+        path: '/validate-eviction',
+        handle: evictionGuard({
+          kubeConfig,
+          statefulSets: restarter.statefulSets.store,
+          maxDeferMs: config.evictionDeferMax,
+          metrics,
+          events: new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger }),
+          logger,
+        }),
+      },
+      { path: '/mutate-scale', handle: scaleGuard({ kubeConfig, statefulSets: restarter.statefulSets.store, logger }) },
+    ],
     readiness: currentReadiness,
     logger: logger.child({ server: 'webhook' }),
-    metrics,
   });
 
   // --compat stackable: pods are evicted at their restarter.stackable.tech/expires-at.* times
@@ -227,50 +240,6 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       return manager.stop();
     },
   };
-}
-
-/** The eviction guard of the primary handover: one GET of the evicted pod, the set from the shared cache. */
-function evictionGuard(
-  kubeConfig: KubeConfig,
-  sets: { get(namespace: string, name: string): V1StatefulSet | undefined },
-  maxDeferMs: number,
-  metrics: Metrics,
-  logger: Logger,
-  events: EventRecorder,
-): ReturnType<typeof createEvictionHandler> {
-  const core = kubeConfig.makeApiClient(CoreV1Api);
-  return createEvictionHandler({
-    readPod: async (namespace, name) => {
-      try {
-        return await core.readNamespacedPod({ name, namespace });
-      } catch (err) {
-        if (statusCode(err) === 404) return undefined;
-        throw err;
-      }
-    },
-    statefulSet: (namespace, name) => sets.get(namespace, name),
-    annotatePod: (namespace, name, ops) => core.patchNamespacedPod({ name, namespace, body: ops }),
-    recordOnSet: (set, spec) =>
-      events.record(
-        { apiVersion: 'apps/v1', kind: 'StatefulSet', namespace: set.metadata?.namespace ?? '', name: set.metadata?.name ?? '', uid: set.metadata?.uid ?? '' },
-        spec,
-      ),
-    maxDeferMs,
-    metrics,
-    logger: logger.child({ component: 'eviction-guard' }),
-  });
-}
-
-/** The scale-down hold at the scale subresource: the set from the shared cache, one PATCH of its record. */
-function scaleGuard(kubeConfig: KubeConfig, sets: { get(namespace: string, name: string): V1StatefulSet | undefined }, logger: Logger): ReturnType<typeof createScaleHandler> {
-  const apps = kubeConfig.makeApiClient(AppsV1Api);
-  return createScaleHandler({
-    statefulSet: (namespace, name) => sets.get(namespace, name),
-    patchSet: async (namespace, name, ops) => {
-      await apps.patchNamespacedStatefulSet({ name, namespace, body: ops });
-    },
-    logger: logger.child({ component: 'scale-guard' }),
-  });
 }
 
 /** `rollguard serve`: runs until SIGTERM/SIGINT; a second signal exits at once. */

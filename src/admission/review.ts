@@ -140,6 +140,34 @@ export function parseAdmissionReview(body: unknown): ParsedAdmissionReview {
   return { ok: true, review: body as unknown as AdmissionReview };
 }
 
+/** What a route of the webhook server answers: an HTTP status and a JSON body. */
+export interface HandlerResult {
+  status: number;
+  body: unknown;
+}
+
+/**
+ * Answers one review body. The body has passed ADMISSION_REVIEW_SCHEMA and nothing more: a
+ * handler checks the rest with parseAdmissionReview. The webhook server calls it; the features
+ * implement it, and neither imports the other.
+ */
+export type ReviewHandler = (review: unknown) => HandlerResult | Promise<HandlerResult>;
+
+/** What the server checks of every body before a handler sees it: only what it needs to answer at all. */
+export const ADMISSION_REVIEW_SCHEMA = {
+  type: 'object',
+  required: ['apiVersion', 'kind', 'request'],
+  properties: {
+    apiVersion: { const: ADMISSION_API_VERSION },
+    kind: { const: ADMISSION_REVIEW_KIND },
+    request: {
+      type: 'object',
+      required: ['uid'],
+      properties: { uid: { type: 'string', minLength: 1 } },
+    },
+  },
+} as const;
+
 /** An allowing review response for `uid`, carrying `ops` as a JSON Patch and `warnings` when there are any. */
 export function admissionResponseFor(uid: string, ops: Operation[], warnings: readonly string[] = []): AdmissionReview {
   const response: AdmissionResponse = { uid, allowed: true };

@@ -1,11 +1,10 @@
-import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig, type V1Pod, type V1StatefulSet } from '@kubernetes/client-node';
 import type { Operation } from 'fast-json-patch';
 import type { Logger } from 'pino';
-import { admissionResponseFor, parseAdmissionReview } from '../admission/review.js';
+import { admissionResponseFor, parseAdmissionReview, type HandlerResult } from '../admission/review.js';
 import { errorText, statusCode } from '../kube/api-status.js';
-import type { EventSpec } from '../kube/events.js';
+import type { EventRecorder, EventSpec } from '../kube/events.js';
 import type { Metrics } from '../metrics.js';
-import type { HandlerResult } from '../server/webhook-server.js';
 import { decideEviction } from './eviction.js';
 import { EVICTION_ALLOWED_ANNOTATION, HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE, setPodAnnotation } from './state.js';
 
@@ -108,4 +107,39 @@ export function createEvictionHandler(opts: EvictionHandlerOptions): (body: unkn
       return counted('error', allowed(request.uid, `rollguard could not check for a primary handover (${errorText(err)}); allowed`));
     }
   };
+}
+
+export interface EvictionGuardOptions {
+  kubeConfig: KubeConfig;
+  /** The opted-in StatefulSets, from the cache every replica keeps. */
+  statefulSets: { get(namespace: string, name: string): V1StatefulSet | undefined };
+  maxDeferMs: number;
+  metrics: Pick<Metrics, 'evictionReviews'>;
+  events: Pick<EventRecorder, 'record'>;
+  logger: Logger;
+}
+
+/** The eviction guard on a cluster: one GET of the evicted pod, the set from the shared cache, Events on the set. */
+export function evictionGuard(opts: EvictionGuardOptions): (body: unknown) => Promise<HandlerResult> {
+  const core = opts.kubeConfig.makeApiClient(CoreV1Api);
+  return createEvictionHandler({
+    readPod: async (namespace, name) => {
+      try {
+        return await core.readNamespacedPod({ name, namespace });
+      } catch (err) {
+        if (statusCode(err) === NOT_FOUND) return undefined;
+        throw err;
+      }
+    },
+    statefulSet: (namespace, name) => opts.statefulSets.get(namespace, name),
+    annotatePod: (namespace, name, ops) => core.patchNamespacedPod({ name, namespace, body: ops }),
+    recordOnSet: (set, spec) =>
+      opts.events.record(
+        { apiVersion: 'apps/v1', kind: 'StatefulSet', namespace: set.metadata?.namespace ?? '', name: set.metadata?.name ?? '', uid: set.metadata?.uid ?? '' },
+        spec,
+      ),
+    maxDeferMs: opts.maxDeferMs,
+    metrics: opts.metrics,
+    logger: opts.logger.child({ component: 'eviction-guard' }),
+  });
 }

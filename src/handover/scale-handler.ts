@@ -1,10 +1,9 @@
-import type { V1StatefulSet } from '@kubernetes/client-node';
+import { AppsV1Api, type KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
 import type { Operation } from 'fast-json-patch';
 import type { Logger } from 'pino';
-import { admissionResponseFor, parseAdmissionReview } from '../admission/review.js';
+import { admissionResponseFor, parseAdmissionReview, type HandlerResult } from '../admission/review.js';
 import { errorText, statusCode } from '../kube/api-status.js';
 import { jsonObjectOrUndefined } from '../kube/json.js';
-import type { HandlerResult } from '../server/webhook-server.js';
 import { decideScaleWrite, dropRecordOps, recordOps } from './scale-down.js';
 
 const UNPROCESSABLE = 422;
@@ -65,4 +64,16 @@ export function createScaleHandler(opts: ScaleHandlerOptions): (body: unknown) =
       return answer(request.uid, [], `rollguard could not hold this scale-down for a primary handover (${errorText(err)}); passed as written`);
     }
   };
+}
+
+/** The scale-down hold at the scale subresource on a cluster: the set from the shared cache, one PATCH of its record. */
+export function scaleGuard(opts: { kubeConfig: KubeConfig; statefulSets: { get(namespace: string, name: string): V1StatefulSet | undefined }; logger: Logger }): (body: unknown) => Promise<HandlerResult> {
+  const apps = opts.kubeConfig.makeApiClient(AppsV1Api);
+  return createScaleHandler({
+    statefulSet: (namespace, name) => opts.statefulSets.get(namespace, name),
+    patchSet: async (namespace, name, ops) => {
+      await apps.patchNamespacedStatefulSet({ name, namespace, body: ops });
+    },
+    logger: opts.logger.child({ component: 'scale-guard' }),
+  });
 }

@@ -19,6 +19,14 @@ export function splitObjectKey(key: string): { namespace: string; name: string }
   return { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
 }
 
+/** One cache as /status tells it. */
+export interface CacheStatus {
+  synced: boolean;
+  objects: number;
+  /** Seconds since the cache last heard from the API server; absent before its first list. */
+  last_event_age_seconds?: number;
+}
+
 /**
  * The list/watch of one resource feeding one store: cluster-wide, or one reflector per
  * namespace when the scope is a list of namespaces. Synced once every reflector has listed.
@@ -83,6 +91,12 @@ export class Informer<T> implements Runnable {
   /** The newest resourceVersion the store reflects for `namespace`; '' when it is not covered or not synced. */
   resourceVersion(namespace: string): string {
     return (this.reflectors.get(undefined) ?? this.reflectors.get(namespace))?.resourceVersion() ?? '';
+  }
+
+  /** What /status tells of this cache, which holds `objects` objects. */
+  status(objects: number): CacheStatus {
+    const age = this.lastEventAgeSeconds();
+    return { synced: this.synced(), objects, ...(age !== undefined ? { last_event_age_seconds: Math.round(age) } : {}) };
   }
 
   private checkSynced(): void {

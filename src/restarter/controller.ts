@@ -2,7 +2,7 @@ import { AppsV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Operation } from 'fast-json-patch';
 import type { Logger } from 'pino';
 import { EventRecorder } from '../kube/events.js';
-import type { Informer } from '../kube/informer.js';
+import type { CacheStatus, Informer } from '../kube/informer.js';
 import {
   PARTIAL_METADATA_LIST_ACCEPT,
   createMetadataCache,
@@ -72,13 +72,6 @@ export interface RestarterControllerOptions {
   compat?: CompatMode;
 }
 
-export interface CacheStatus {
-  synced: boolean;
-  objects: number;
-  /** Seconds since the cache last heard from the API server; absent before its first list. */
-  last_event_age_seconds?: number;
-}
-
 export interface RestarterStatus {
   /** Workloads waiting to be reconciled (ready, debounced or backing off). */
   queued: number;
@@ -105,11 +98,6 @@ export interface RestarterController {
   /** The labelled StatefulSets, shared with the rollout controller (one watch, not two). */
   statefulSets: StatefulSetCache;
   status(): RestarterStatus;
-}
-
-function cacheStatus(informer: Informer<unknown>, objects: number): CacheStatus {
-  const age = informer.lastEventAgeSeconds();
-  return { synced: informer.synced(), objects, ...(age !== undefined ? { last_event_age_seconds: Math.round(age) } : {}) };
 }
 
 const PLURALS: Record<ObjectKind, string> = { ConfigMap: 'configmaps', Secret: 'secrets' };
@@ -316,11 +304,11 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     status: () => ({
       ...controller.status(),
       cache: {
-        ConfigMap: cacheStatus(metadata.ConfigMap.informer, metadata.ConfigMap.store.size()),
-        Secret: cacheStatus(metadata.Secret.informer, metadata.Secret.store.size()),
-        StatefulSet: cacheStatus(workloads.StatefulSet.informer, workloads.StatefulSet.store.size()),
-        Deployment: cacheStatus(workloads.Deployment.informer, workloads.Deployment.store.size()),
-        DaemonSet: cacheStatus(workloads.DaemonSet.informer, workloads.DaemonSet.store.size()),
+        ConfigMap: metadata.ConfigMap.informer.status(metadata.ConfigMap.store.size()),
+        Secret: metadata.Secret.informer.status(metadata.Secret.store.size()),
+        StatefulSet: workloads.StatefulSet.informer.status(workloads.StatefulSet.store.size()),
+        Deployment: workloads.Deployment.informer.status(workloads.Deployment.store.size()),
+        DaemonSet: workloads.DaemonSet.informer.status(workloads.DaemonSet.store.size()),
       },
     }),
   };

@@ -3,9 +3,7 @@ import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyError } from 'fastify';
 import type { Logger } from 'pino';
 import type { Runnable } from '../manager.js';
-import type { Metrics } from '../metrics.js';
-import { ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND, isAdmissionOperation, type AdmissionOperation } from '../admission/review.js';
-import { isJsonObject } from '../kube/json.js';
+import { ADMISSION_REVIEW_SCHEMA, type ReviewHandler } from '../admission/review.js';
 import type { CertificateSource } from '../tls/certificate-source.js';
 import type { ServingKeyPair } from '../tls/certificates.js';
 import type { Readiness } from './readiness.js';
@@ -42,27 +40,23 @@ const HTTP_BAD_REQUEST = 400;
 const HTTP_INTERNAL_ERROR = 500;
 const HTTP_SERVICE_UNAVAILABLE = 503;
 
-export interface HandlerResult {
-  status: number;
-  body: unknown;
+/** One POST route of the server: the path, and what answers its reviews. */
+export interface WebhookRoute {
+  path: string;
+  handle: ReviewHandler;
+  /** Told of every request of this route answered without `handle` (a body the server refused) or whose `handle` threw. */
+  rejected?(): void;
 }
-
-/** Answers one review; pure (no I/O), so the server can be tested apart from the decision. */
-export type AdmissionHandler = (review: unknown) => HandlerResult;
 
 export interface WebhookServerOptions {
   host: string;
   /** 0 picks a free port */
   port: number;
   certificates: Pick<CertificateSource, 'current' | 'onChange'>;
-  handler: AdmissionHandler;
-  /** POST /validate-eviction: the primary handover's eviction guard (src/handover); absent: no such route. */
-  evictionHandler?: (review: unknown) => Promise<HandlerResult>;
-  /** POST /mutate-scale: holds a scale-down of a handover-enabled set at the scale subresource (src/handover); absent: no such route. */
-  scaleHandler?: (review: unknown) => Promise<HandlerResult>;
+  /** The admission routes, each a POST of an AdmissionReview; main.ts says which path does what. */
+  routes: readonly WebhookRoute[];
   readiness: () => Readiness;
   logger: Logger;
-  metrics: Metrics;
   bodyLimitBytes?: number;
   /** 0: never ask a client to reconnect */
   maxRequestsPerConnection?: number;
@@ -75,21 +69,6 @@ export interface WebhookServer extends Runnable {
   /** From now on every response carries Connection: close and /readyz fails; for shutdown. */
   drain(): void;
 }
-
-/** Schema of what the server checks before the handler sees a body: only what it needs to answer at all. */
-const ADMISSION_REVIEW_SCHEMA = {
-  type: 'object',
-  required: ['apiVersion', 'kind', 'request'],
-  properties: {
-    apiVersion: { const: ADMISSION_API_VERSION },
-    kind: { const: ADMISSION_REVIEW_KIND },
-    request: {
-      type: 'object',
-      required: ['uid'],
-      properties: { uid: { type: 'string', minLength: 1 } },
-    },
-  },
-} as const;
 
 interface SchemaIssue {
   instancePath: string;
@@ -128,15 +107,6 @@ export function errorReply(err: FastifyError, bodyLimitBytes: number): { status:
   return { status, reason: err.message };
 }
 
-/**
- * The `operation` label of a review: one of the four operations, or "invalid". The body is not
- * checked yet, and a label taken from it as it is would make one series per string a client sends.
- */
-export function operationLabel(body: unknown): AdmissionOperation | 'invalid' {
-  const operation = isJsonObject(body) && isJsonObject(body.request) ? body.request.operation : undefined;
-  return isAdmissionOperation(operation) ? operation : 'invalid';
-}
-
 interface ServerState {
   draining: boolean;
   inFlight: number;
@@ -147,7 +117,7 @@ interface ServerState {
 
 function buildApp(opts: WebhookServerOptions, state: ServerState) {
   const bodyLimit = opts.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
-  const { metrics } = opts;
+  const routes = new Map(opts.routes.map((route) => [route.path, route]));
   const app = Fastify<HttpsServer>({
     // no key or certificate yet: start() sets the secure context, and every swap replaces it
     https: { minVersion: 'TLSv1.2', ALPNProtocols: ['http/1.1'], handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS },
@@ -196,37 +166,19 @@ function buildApp(opts: WebhookServerOptions, state: ServerState) {
     const { status, reason } = errorReply(err, bodyLimit);
     if (status >= HTTP_INTERNAL_ERROR) request.log.error({ err, url: request.url }, 'request failed');
     else request.log.info({ status, reason, url: request.url }, 'request rejected');
-    if (request.routeOptions.url === '/mutate') metrics.admissionReviews.inc({ result: 'invalid' });
+    const route = request.routeOptions.url === undefined ? undefined : routes.get(request.routeOptions.url);
+    route?.rejected?.();
     void reply.code(status).send({ reason });
   });
+  const paths = opts.routes.map((route) => `POST ${route.path}`).join(', ');
+  const known = opts.routes.length === 1 ? `the webhook path is ${paths}` : `the webhook paths are ${paths}`;
   app.setNotFoundHandler((request, reply) => {
-    void reply.code(404).send({ reason: `no route ${request.method} ${request.url}; the webhook path is POST /mutate` });
+    void reply.code(404).send({ reason: `no route ${request.method} ${request.url}; ${known}` });
   });
 
-  app.post('/mutate', { schema: { body: ADMISSION_REVIEW_SCHEMA } }, async (request, reply) => {
-    const operation = operationLabel(request.body);
-    metrics.admissionInFlight.inc();
-    const stopTimer = metrics.admissionDuration.startTimer({ operation });
-    try {
-      const result = opts.handler(request.body);
-      if (result.status >= HTTP_BAD_REQUEST) metrics.admissionReviews.inc({ result: 'invalid' });
-      return reply.code(result.status).send(result.body);
-    } finally {
-      stopTimer();
-      metrics.admissionInFlight.dec();
-    }
-  });
-  const { evictionHandler } = opts;
-  if (evictionHandler) {
-    app.post('/validate-eviction', { schema: { body: ADMISSION_REVIEW_SCHEMA } }, async (request, reply) => {
-      const result = await evictionHandler(request.body);
-      return reply.code(result.status).send(result.body);
-    });
-  }
-  const { scaleHandler } = opts;
-  if (scaleHandler) {
-    app.post('/mutate-scale', { schema: { body: ADMISSION_REVIEW_SCHEMA } }, async (request, reply) => {
-      const result = await scaleHandler(request.body);
+  for (const route of opts.routes) {
+    app.post(route.path, { schema: { body: ADMISSION_REVIEW_SCHEMA } }, async (request, reply) => {
+      const result = await route.handle(request.body);
       return reply.code(result.status).send(result.body);
     });
   }

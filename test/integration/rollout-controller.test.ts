@@ -9,7 +9,7 @@ import { createMetrics, type Metrics } from '../../src/metrics.js';
 import type { Operation } from 'fast-json-patch';
 import type { AdmissionRequest } from '../../src/admission/review.js';
 import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
-import { holdPartitionMutator } from '../../src/admission/partition-hold-mutator.js';
+import { holdPartitionMutator } from '../../src/rollout/partition-hold-mutator.js';
 import { createRolloutController, type RolloutController, type RolloutControllerOptions } from '../../src/rollout/controller.js';
 import { HEALTH_GATED_ANNOTATION, HEALTH_GATED_VALUE, HEALTH_URL_ANNOTATION } from '../../src/rollout/decision.js';
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';

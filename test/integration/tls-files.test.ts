@@ -7,7 +7,8 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createMetrics } from '../../src/metrics.js';
 import { ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND } from '../../src/admission/review.js';
-import { createWebhookServer, type AdmissionHandler, type WebhookServer } from '../../src/server/webhook-server.js';
+import type { ReviewHandler } from '../../src/admission/review.js';
+import { createWebhookServer, type WebhookServer } from '../../src/server/webhook-server.js';
 import { createCertificateSource, type CertificateSource } from '../../src/tls/certificate-source.js';
 import {
   certificateFingerprint,
@@ -53,7 +54,7 @@ describe('bring-your-own certificate files, called by the real API server', () =
   const serverStop = new AbortController();
   let reviews = 0;
 
-  const handler: AdmissionHandler = (body) => {
+  const handler: ReviewHandler = (body) => {
     reviews++;
     const uid = (body as { request: { uid: string } }).request.uid;
     return { status: 200, body: { apiVersion: ADMISSION_API_VERSION, kind: ADMISSION_REVIEW_KIND, response: { uid, allowed: true } } };
@@ -77,7 +78,7 @@ describe('bring-your-own certificate files, called by the real API server', () =
       metrics,
     });
     await source.start(sourceStop.signal);
-    server = createWebhookServer({ host: '127.0.0.1', port: 0, certificates: source, handler, readiness: () => ({ ready: source.ready(), reasons: source.ready() ? [] : ['certificate not loaded'] }), logger, metrics });
+    server = createWebhookServer({ host: '127.0.0.1', port: 0, certificates: source, routes: [{ path: '/mutate', handle: handler }], readiness: () => ({ ready: source.ready(), reasons: source.ready() ? [] : ['certificate not loaded'] }), logger });
     await server.start(serverStop.signal);
     await admission.createMutatingWebhookConfiguration({
       body: {

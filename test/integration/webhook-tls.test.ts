@@ -3,7 +3,8 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createMetrics, type Metrics } from '../../src/metrics.js';
 import { ADMISSION_API_VERSION, ADMISSION_REVIEW_KIND, parseAdmissionReview } from '../../src/admission/review.js';
-import { createWebhookServer, type AdmissionHandler, type WebhookServer } from '../../src/server/webhook-server.js';
+import type { ReviewHandler } from '../../src/admission/review.js';
+import { createWebhookServer, type WebhookServer } from '../../src/server/webhook-server.js';
 import { bundleHolds, caBundlePem, observedWebhookConfiguration } from '../../src/tls/ca-bundle.js';
 import { createCertificateSource, type CertificateSource, type CertificateSourceOptions } from '../../src/tls/certificate-source.js';
 import { createCertificateAuthority, isSignedBy } from '../../src/tls/certificates.js';
@@ -18,9 +19,9 @@ const ENABLED = { 'rollguard.io/enabled': 'true' };
 const WEBHOOK_TIMEOUT_SECONDS = 5;
 
 /** Counts the reviews it answers and labels every admitted object, so a test can see both sides. */
-function countingHandler(): { handler: AdmissionHandler; reviews: () => number } {
+function countingHandler(): { handler: ReviewHandler; reviews: () => number } {
   let reviews = 0;
-  const handler: AdmissionHandler = (body) => {
+  const handler: ReviewHandler = (body) => {
     const parsed = parseAdmissionReview(body);
     if (!parsed.ok) return { status: 400, body: { reason: parsed.reason } };
     reviews++;
@@ -79,10 +80,9 @@ async function startWebhook(opts: Omit<CertificateSourceOptions, 'logger' | 'met
     host: '127.0.0.1',
     port: 0,
     certificates: source,
-    handler,
+    routes: [{ path: '/mutate', handle: handler }],
     readiness: () => ({ ready: source.ready(), reasons: source.ready() ? [] : ['certificate not loaded'] }),
     logger,
-    metrics,
     maxRequestsPerConnection,
   });
   const sourceStop = new AbortController();

@@ -2,8 +2,8 @@ import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
 import jsonpatch, { type Operation } from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
-import { admit } from '../../src/admission/admit.js';
-import { holdPartitionMutator } from '../../src/admission/partition-hold-mutator.js';
+import { admit } from '../../src/restarter/admit.js';
+import { holdPartitionMutator } from '../../src/rollout/partition-hold-mutator.js';
 import type { AdmissionReview } from '../../src/admission/review.js';
 import {
   annotationKey,

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import jsonpatch from 'fast-json-patch';
 import type { Operation } from 'fast-json-patch';
 import type { V1StatefulSet } from '@kubernetes/client-node';
-import { admit, type AdmissionDeps } from '../../src/admission/admit.js';
+import { admit, type AdmissionDeps } from '../../src/restarter/admit.js';
 import { dialectFor, STACKABLE_ENABLED_LABEL } from '../../src/compat/stackable.js';
 import type { Mutator as TemplateMutator } from '../../src/admission/mutators.js';
 import { admissionResponseFor, type AdmissionRequest, type AdmissionReview } from '../../src/admission/review.js';

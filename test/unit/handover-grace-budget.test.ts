@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { admit } from '../../src/admission/admit.js';
-import { handoverGraceCheck } from '../../src/admission/handover-grace-check.js';
+import { admit } from '../../src/restarter/admit.js';
+import { handoverGraceCheck } from '../../src/handover/grace-check.js';
 import { MAX_WARNING_CHARS, runChecks } from '../../src/admission/mutators.js';
 import type { AdmissionReview } from '../../src/admission/review.js';
 import { graceBudgetWarnings, preStopSleepSeconds } from '../../src/handover/grace-budget.js';

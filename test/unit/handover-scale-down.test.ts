@@ -1,10 +1,10 @@
 import type { V1StatefulSet } from '@kubernetes/client-node';
 import jsonpatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
-import { admit } from '../../src/admission/admit.js';
-import { holdPartitionMutator } from '../../src/admission/partition-hold-mutator.js';
+import { admit } from '../../src/restarter/admit.js';
+import { holdPartitionMutator } from '../../src/rollout/partition-hold-mutator.js';
 import type { AdmissionRequest } from '../../src/admission/review.js';
-import { holdScaleDownMutator } from '../../src/admission/scale-hold-mutator.js';
+import { holdScaleDownMutator } from '../../src/handover/scale-hold-mutator.js';
 import { applyScaleDownOps, decideScaleWrite, heldScaleDown, recordOps, WANTED_REPLICAS_ANNOTATION } from '../../src/handover/scale-down.js';
 import { PRIMARY_SELECTOR_ANNOTATION } from '../../src/handover/settings.js';
 import { HEALTH_GATED_ANNOTATION, HEALTH_GATED_VALUE } from '../../src/rollout/decision.js';

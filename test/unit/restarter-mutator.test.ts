@@ -1,6 +1,6 @@
 import jsonpatch, { type Operation } from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
-import { restarterMutator } from '../../src/admission/restarter-mutator.js';
+import { restarterMutator } from '../../src/restarter/mutator.js';
 import type { AdmissionRequest } from '../../src/admission/review.js';
 import { LAST_RESTART_ANNOTATION, RESTART_REASON_ANNOTATION, annotationKey, type VersionLookup } from '../../src/restarter/annotations.js';
 

@@ -1,8 +1,8 @@
 import jsonpatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
 import type { AdmissionOperation, AdmissionRequest } from '../../src/admission/review.js';
-import { admit } from '../../src/admission/admit.js';
-import { holdPartitionMutator } from '../../src/admission/partition-hold-mutator.js';
+import { admit } from '../../src/restarter/admit.js';
+import { holdPartitionMutator } from '../../src/rollout/partition-hold-mutator.js';
 import { HEALTH_GATED_ANNOTATION, HEALTH_GATED_VALUE } from '../../src/rollout/decision.js';
 
 type Json = Record<string, unknown>;

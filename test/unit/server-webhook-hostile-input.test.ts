@@ -4,8 +4,8 @@ import fc from 'fast-check';
 import jsonpatch, { type Operation } from 'fast-json-patch';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAdmissionHandler } from '../../src/admission/handler.js';
-import { holdPartitionMutator } from '../../src/admission/partition-hold-mutator.js';
+import { createAdmissionHandler } from '../../src/restarter/admission-handler.js';
+import { holdPartitionMutator } from '../../src/rollout/partition-hold-mutator.js';
 import { createMetrics, type Metrics } from '../../src/metrics.js';
 import type { ObjectVersion, VersionLookup } from '../../src/restarter/annotations.js';
 import { createWebhookServer, type WebhookServer } from '../../src/server/webhook-server.js';
@@ -116,10 +116,9 @@ export class WebhookUnderTest {
       host: '127.0.0.1',
       port: 0,
       certificates: staticCertificateSource(leaf),
-      handler: createAdmissionHandler({ cachesSynced: () => true, lookup, mutators: [holdPartitionMutator], metrics: this.metrics, logger }),
+      routes: [{ path: '/mutate', ...createAdmissionHandler({ cachesSynced: () => true, lookup, mutators: [holdPartitionMutator], metrics: this.metrics, logger }) }],
       readiness: () => ({ ready: true, reasons: [] }),
       logger,
-      metrics: this.metrics,
     });
     await this.server.start(this.controller.signal);
     this.port = this.server.address().port;

@@ -3,11 +3,10 @@ import { staticCertificateSource } from '../env/static-certificate-source.js';
 import tls from 'node:tls';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMetrics } from '../../src/metrics.js';
+import type { ReviewHandler } from '../../src/admission/review.js';
 import {
   createWebhookServer,
   DEFAULT_BODY_LIMIT_BYTES,
-  type AdmissionHandler,
   type WebhookServer,
 } from '../../src/server/webhook-server.js';
 import {
@@ -93,7 +92,7 @@ describe('webhook server over TLS on 127.0.0.1', () => {
   let port: number;
   let ready = true;
   const seen: unknown[] = [];
-  const handler: AdmissionHandler = (body) => {
+  const handler: ReviewHandler = (body) => {
     seen.push(body);
     const request = (body as { request: { uid: string; operation?: string } }).request;
     if (request.operation === 'EXPLODE') throw new Error('handler bug');
@@ -112,10 +111,9 @@ describe('webhook server over TLS on 127.0.0.1', () => {
       host: '127.0.0.1',
       port: 0,
       certificates: source,
-      handler,
+      routes: [{ path: '/mutate', handle: handler }],
       readiness: () => ({ ready, reasons: ready ? [] : ['caches not synced'] }),
       logger: pino({ level: 'silent' }),
-      metrics: createMetrics(),
     });
     await server.start(controller.signal);
     port = server.address().port;
@@ -251,10 +249,9 @@ describe('webhook server shutdown', () => {
       host: '127.0.0.1',
       port: 0,
       certificates: staticCertificateSource(leaf),
-      handler: (body) => ({ status: 200, body: { uid: (body as { request: { uid: string } }).request.uid } }),
+      routes: [{ path: '/mutate', handle: (body) => ({ status: 200, body: { uid: (body as { request: { uid: string } }).request.uid } }) }],
       readiness: () => ({ ready: true, reasons: [] }),
       logger: pino({ level: 'silent' }),
-      metrics: createMetrics(),
     });
     await server.start(controller.signal);
     const port = server.address().port;

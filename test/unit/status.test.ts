@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { publicRollout } from '../../src/server/status.js';
+import { publicRollout } from '../../src/status.js';
 
 describe('publicRollout', () => {
   const base = { namespace: 'shop', name: 'db', partition: 2, replicas: 3, updateRevision: 'db-2', lastStepAt: '2026-12-01T10:00:00.000Z' };

@@ -1,5 +1,7 @@
 import type { V1PodTemplateSpec } from '@kubernetes/client-node';
 import { isJsonObject, sameJson } from '../kube/json.js';
+import type { Mutator } from '../admission/mutators.js';
+import { restarterView, type RestarterView } from '../admission/workload-view.js';
 import {
   LAST_RESTART_ANNOTATION,
   RESTART_REASON_ANNOTATION,
@@ -11,12 +13,10 @@ import {
   type DesiredAnnotation,
   type Dialect,
   type VersionLookup,
-} from '../restarter/annotations.js';
-import { describeChange } from '../restarter/change-text.js';
-import { templateAnnotationOps, workloadAnnotationOps } from '../restarter/patch.js';
-import type { ObjectKind } from '../restarter/references.js';
-import type { Mutator } from './mutators.js';
-import { restarterView, type RestarterView } from './workload-view.js';
+} from './annotations.js';
+import { describeChange } from './change-text.js';
+import { templateAnnotationOps, workloadAnnotationOps } from './patch.js';
+import type { ObjectKind } from './references.js';
 
 export interface RestarterMutatorDeps {
   /** Until the caches have synced every version would look absent: only what needs no cache is done. */

@@ -1,12 +1,14 @@
 import type { Logger } from 'pino';
-import type { AdmissionHandler } from '../server/webhook-server.js';
-import type { Metrics } from '../metrics.js';
-import type { Dialect, VersionLookup } from '../restarter/annotations.js';
-import type { ObjectKind } from '../restarter/references.js';
+import type { Check, Mutator } from '../admission/mutators.js';
+import { admissionResponseFor, isAdmissionOperation, parseAdmissionReview, type AdmissionOperation, type HandlerResult } from '../admission/review.js';
+import { isJsonObject } from '../kube/json.js';
 import { isWorkloadKind, type WorkloadKind } from '../kube/workloads.js';
+import type { Metrics } from '../metrics.js';
 import { admit } from './admit.js';
-import type { Check, Mutator } from './mutators.js';
-import { admissionResponseFor, parseAdmissionReview } from './review.js';
+import type { Dialect, VersionLookup } from './annotations.js';
+import type { ObjectKind } from './references.js';
+
+const HTTP_BAD_REQUEST = 400;
 
 export interface AdmissionHandlerOptions {
   cachesSynced: () => boolean;
@@ -33,11 +35,47 @@ function kindLabel(kind: string | undefined): WorkloadKind | 'other' {
 }
 
 /**
+ * The `operation` label of a review: one of the four operations, or "invalid". Nothing but the
+ * envelope is checked yet, and a label taken from the body as it is would make one series per
+ * string a client sends.
+ */
+export function operationLabel(body: unknown): AdmissionOperation | 'invalid' {
+  const operation = isJsonObject(body) && isJsonObject(body.request) ? body.request.operation : undefined;
+  return isAdmissionOperation(operation) ? operation : 'invalid';
+}
+
+/** `/mutate` as a route of the webhook server: its answer, timed and counted, and the count of what the server refused. */
+export interface AdmissionRoute {
+  handle(body: unknown): HandlerResult;
+  rejected(): void;
+}
+
+/**
  * `/mutate`'s decision: a 400 with the reason for a review it cannot answer, else always allowed.
  * A mutator that fails is a bug of ours: the write goes through unpatched (the loop catches up),
  * it never fails with a 500.
  */
-export function createAdmissionHandler(opts: AdmissionHandlerOptions): AdmissionHandler {
+export function createAdmissionHandler(opts: AdmissionHandlerOptions): AdmissionRoute {
+  const { metrics } = opts;
+  const decide = decision(opts);
+  return {
+    handle: (body) => {
+      metrics.admissionInFlight.inc();
+      const stopTimer = metrics.admissionDuration.startTimer({ operation: operationLabel(body) });
+      try {
+        const result = decide(body);
+        if (result.status >= HTTP_BAD_REQUEST) metrics.admissionReviews.inc({ result: 'invalid' });
+        return result;
+      } finally {
+        stopTimer();
+        metrics.admissionInFlight.dec();
+      }
+    },
+    rejected: () => metrics.admissionReviews.inc({ result: 'invalid' }),
+  };
+}
+
+function decision(opts: AdmissionHandlerOptions): (body: unknown) => HandlerResult {
   return (body) => {
     const parsed = parseAdmissionReview(body);
     if (!parsed.ok) return { status: 400, body: { reason: parsed.reason } };

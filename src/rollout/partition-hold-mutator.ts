@@ -1,9 +1,9 @@
 import type { Operation } from 'fast-json-patch';
+import type { Mutator } from '../admission/mutators.js';
+import type { AdmissionRequest } from '../admission/review.js';
+import { holdView } from '../admission/workload-view.js';
 import { isJsonObject } from '../kube/json.js';
-import { heldPartition, partitionPatch } from '../rollout/hold.js';
-import type { Mutator } from './mutators.js';
-import { holdView } from './workload-view.js';
-import type { AdmissionRequest } from './review.js';
+import { heldPartition, partitionPatch } from './hold.js';
 
 /**
  * Holds a health-gated StatefulSet at partition = replicas at admission: on CREATE, and on

@@ -1,7 +1,7 @@
-import { graceBudgetWarnings } from '../handover/grace-budget.js';
-import { PRIMARY_SELECTOR_ANNOTATION } from '../handover/settings.js';
+import type { Check } from '../admission/mutators.js';
 import { jsonObjectOrUndefined, stringEntries } from '../kube/json.js';
-import type { Check } from './mutators.js';
+import { graceBudgetWarnings } from './grace-budget.js';
+import { PRIMARY_SELECTOR_ANNOTATION } from './settings.js';
 
 /**
  * On CREATE and UPDATE of a handover-enabled StatefulSet (a primary selector): warns when a

@@ -1,9 +1,9 @@
 import type { Operation } from 'fast-json-patch';
+import type { Mutator } from '../admission/mutators.js';
+import type { AdmissionRequest } from '../admission/review.js';
+import { holdView } from '../admission/workload-view.js';
 import { isJsonObject } from '../kube/json.js';
-import { scaleHoldOps } from '../handover/scale-down.js';
-import type { Mutator } from './mutators.js';
-import { holdView } from './workload-view.js';
-import type { AdmissionRequest } from './review.js';
+import { scaleHoldOps } from './scale-down.js';
 
 /**
  * Holds a scale-down of a handover-enabled StatefulSet at the old replicas and records the wanted

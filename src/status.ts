@@ -1,7 +1,7 @@
-import type { LeaderStatus } from '../kube/leader-election.js';
-import type { CacheStatus } from '../restarter/controller.js';
-import type { RolloutSummary } from '../rollout/controller.js';
-import type { Readiness } from './readiness.js';
+import type { CacheStatus } from './kube/informer.js';
+import type { LeaderStatus } from './kube/leader-election.js';
+import type { RolloutSummary } from './rollout/controller.js';
+import type { Readiness } from './server/readiness.js';
 
 /** GET /status: what a person (or `rollguard status`) needs to see what this replica is doing. */
 export interface RollguardStatus {

@@ -1,10 +1,10 @@
-import type { Dialect, VersionLookup } from '../restarter/annotations.js';
-import type { ObjectKind } from '../restarter/references.js';
+import { composeMutators, runChecks, type Check, type Mutator } from '../admission/mutators.js';
+import { admissionResponseFor, type AdmissionOperation, type AdmissionRequest, type AdmissionReview } from '../admission/review.js';
 import { isJsonObject } from '../kube/json.js';
 import { WORKLOAD_KINDS } from '../kube/workloads.js';
-import { composeMutators, runChecks, type Check, type Mutator } from './mutators.js';
-import { restarterMutator } from './restarter-mutator.js';
-import { admissionResponseFor, type AdmissionOperation, type AdmissionRequest, type AdmissionReview } from './review.js';
+import type { Dialect, VersionLookup } from './annotations.js';
+import { restarterMutator } from './mutator.js';
+import type { ObjectKind } from './references.js';
 
 export interface AdmissionDeps {
   /** Until the caches have synced every version would look absent: only what needs no cache is patched. */
