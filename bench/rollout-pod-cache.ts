@@ -4,6 +4,7 @@ import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 // Not re-exported from the package root; it is what a full typed pod cache would hold.
 import { ObjectSerializer } from '@kubernetes/client-node/dist/serializer.js';
 import { decideRollout } from '../src/rollout/decision.js';
+import { HANDOVER_POD_ANNOTATIONS } from '../src/handover/state.js';
 import { PodCache, decodePod } from '../src/rollout/pod-cache.js';
 
 // Memory of the rollout controller's pod cache: heap per pod held slim (PodCache) against the
@@ -80,7 +81,7 @@ function main(): void {
 
   const baseSlim = heapAfterGc(gc);
   const cache = new PodCache();
-  for (const json of wire) cache.upsert(decodePod(JSON.parse(json)));
+  for (const json of wire) cache.upsert(decodePod(JSON.parse(json), HANDOVER_POD_ANNOTATIONS));
   const slimBytes = heapAfterGc(gc) - baseSlim;
 
   const baseFull = heapAfterGc(gc);

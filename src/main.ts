@@ -19,6 +19,9 @@ import { dialectFor, type CompatMode } from './compat/stackable.js';
 import { createPodRestarter } from './compat/pod-restarter.js';
 import { createRolloutController } from './rollout/controller.js';
 import { evictionGuard } from './handover/eviction-handler.js';
+import { handoverGates } from './handover/gate.js';
+import { PRIMARY_HANDOVER } from './handover/settings.js';
+import { HEALTH_GATED_ROLLOUTS } from './rollout/decision.js';
 import { AdminServer } from './server/admin-server.js';
 import { readiness, type Readiness } from './server/readiness.js';
 import { rollguardStatus, type RollguardStatus } from './status.js';
@@ -78,6 +81,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     instance: identity,
     ownNamespace: namespace,
     compat: config.compat as CompatMode,
+    statefulSetOnly: [HEALTH_GATED_ROLLOUTS, PRIMARY_HANDOVER],
   });
 
   const rollouts = createRolloutController({
@@ -90,6 +94,8 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     logger,
     metrics,
     events: new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger }),
+    // a write that stops a primary's pod waits for the role to move
+    gate: handoverGates({ kubeConfig, metrics, logger }),
   });
 
   const certificates = createCertificateSource({

@@ -1,4 +1,5 @@
 import { BlockList, isIP } from 'node:net';
+import type { V1Pod } from '@kubernetes/client-node';
 
 /**
  * Where an outgoing call that a workload's own settings ask for (a health URL today, a
@@ -13,6 +14,12 @@ import { BlockList, isIP } from 'node:net';
 export interface TargetPod {
   name: string;
   ips: readonly string[];
+}
+
+/** A pod of the set as a call target: its name and status IPs. */
+export function targetPod(pod: V1Pod): TargetPod {
+  const ips = [pod.status?.podIP, ...(pod.status?.podIPs ?? []).map((p) => p.ip)].filter((ip): ip is string => !!ip);
+  return { name: pod.metadata?.name ?? '', ips: [...new Set(ips)] };
 }
 
 /** A Service as the API server holds it. */

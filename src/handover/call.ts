@@ -4,7 +4,7 @@ import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 import type { V1Pod } from '@kubernetes/client-node';
 import { resolveTarget, type TargetLookups } from '../egress/resolve.js';
-import { targetPod } from '../rollout/health-probe.js';
+import { targetPod } from '../egress/target.js';
 import type { HandoverCall } from './decision.js';
 import { renderBody, type HandoverSettings } from './settings.js';
 import { certificateProblem } from './tls-failure.js';

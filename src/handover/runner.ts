@@ -6,6 +6,7 @@ import type { TargetLookups } from '../egress/resolve.js';
 import { errorText, statusCode } from '../kube/api-status.js';
 import type { EventSpec } from '../kube/events.js';
 import type { Metrics } from '../metrics.js';
+import type { GateVerdict } from '../rollout/disruption-gate.js';
 import { isTerminating } from '../rollout/pods.js';
 import { callHttpAction, credentialsFrom, type HandoverCredentials } from './call.js';
 import { decideHandover, REASON_PRIMARY_SCALED_DOWN, scaledDownPrimary, type CallAnswer, type HandoverCall, type HandoverInput, type HandoverStep } from './decision.js';
@@ -28,32 +29,10 @@ export interface HandoverRunnerDeps {
   signal: AbortSignal;
 }
 
-/** What the rollout may do after the handover had its say. */
-export type HandoverGate =
-  | { open: true }
-  | { open: false; requeueAfterMs?: number; blocked?: { pod: string; cause: string; message: string } };
-
-/** /status: the handover in flight on a set. */
-export interface HandoverSummary {
-  from: string;
-  to: string;
-  attempt: number;
-  fallback: boolean;
-  startedAt: string;
-  paused: boolean;
-}
-
-export function handoverSummary(set: V1StatefulSet): HandoverSummary | undefined {
-  const read = readHandoverState(set);
-  if (read.kind !== 'state' || read.state.outcome === 'proceed') return undefined;
-  const s = read.state;
-  return { from: s.from, to: s.to, attempt: s.attempt, fallback: s.fallback, startedAt: s.startedAt, paused: s.outcome === 'paused' };
-}
-
 /**
- * The I/O around decideHandover for one set, called by the rollout reconciler before it
- * carries out its own decision (one reconcile per set at a time: one handover in flight).
- * Calls run off the queue; their answer waits here for the next reconcile.
+ * The I/O around decideHandover for one set, asked through the handover gate (gate.ts) before
+ * the rollout carries out its own decision (one reconcile per set at a time: one handover in
+ * flight). Calls run off the queue; their answer waits here for the next reconcile.
  */
 export class HandoverRunner {
   private readonly answers = new Map<string, CallAnswer>();
@@ -87,7 +66,7 @@ export class HandoverRunner {
     replacing: readonly string[],
     io: { write(ops: Operation[]): Promise<void>; record(spec: EventSpec): Promise<void>; now: Date },
     scaleDownTo?: HandoverInput['scaleDownTo'],
-  ): Promise<HandoverGate> {
+  ): Promise<GateVerdict> {
     const parsed = handoverSettings(set);
     if (parsed === undefined) return { open: true };
     const namespace = set.metadata?.namespace ?? '';

@@ -4,7 +4,8 @@ import type { Logger } from 'pino';
 import { admissionResponseFor, parseAdmissionReview, type HandlerResult } from '../admission/review.js';
 import { errorText, statusCode } from '../kube/api-status.js';
 import { jsonObjectOrUndefined } from '../kube/json.js';
-import { decideScaleWrite, dropRecordOps, recordOps } from './scale-down.js';
+import { dropRecordOps } from '../rollout/scale-down-hold.js';
+import { decideScaleWrite, recordOps } from './scale-down.js';
 
 const UNPROCESSABLE = 422;
 

@@ -1,5 +1,6 @@
 import type { V1StatefulSet } from '@kubernetes/client-node';
 import { parseDuration } from '../config.js';
+import type { StatefulSetOnlyFeature } from '../restarter/kind-features.js';
 import { parseSelector, type Requirement } from './selector.js';
 
 /** The annotations of the handover contract, all on the StatefulSet. */
@@ -13,6 +14,12 @@ export const HANDOVER_INTERVAL_ANNOTATION = 'rollguard.io/handover-interval';
 export const HANDOVER_FALLBACK_ANNOTATION = 'rollguard.io/handover-fallback';
 export const HANDOVER_ON_FAILURE_ANNOTATION = 'rollguard.io/handover-on-failure';
 export const HANDOVER_CREDENTIALS_ANNOTATION = 'rollguard.io/handover-credentials';
+
+/** A handover picks pods by ordinal and steps by partition: StatefulSets only (restarter/kind-features.ts warns the others). */
+export const PRIMARY_HANDOVER: StatefulSetOnlyFeature = {
+  feature: 'primary handover',
+  asks: (key) => key === PRIMARY_SELECTOR_ANNOTATION || key.startsWith('rollguard.io/handover'),
+};
 
 export const DEFAULT_HANDOVER_TIMEOUT_MS = 30_000;
 export const DEFAULT_HANDOVER_RETRIES = 3;

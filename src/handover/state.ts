@@ -27,6 +27,8 @@ export const HANDOVER_REQUEST_VALUE = 'requested';
  */
 export const EVICTION_ALLOWED_ANNOTATION = 'rollguard.io/eviction-allowed';
 export const HANDOVER_CANDIDATE_ANNOTATION = 'rollguard.io/handover-candidate';
+/** What the handover reads of a pod besides its labels: the pod cache of the rollout keeps these. */
+export const HANDOVER_POD_ANNOTATIONS: readonly string[] = [HANDOVER_REQUEST_ANNOTATION, EVICTION_ALLOWED_ANNOTATION];
 /** An eviction the guard allowed has been carried out or refused by then: the API server's request timeout. */
 export const EVICTION_MARK_FRESH_MS = 60_000;
 

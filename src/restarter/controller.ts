@@ -21,6 +21,7 @@ import type { Runnable } from '../manager.js';
 import type { Metrics } from '../metrics.js';
 import { dialectFor, ignoreLabels, STACKABLE_ENABLED_LABEL, type CompatMode } from '../compat/stackable.js';
 import { ENABLED_LABEL, IGNORE_LABEL, type VersionLookup } from './annotations.js';
+import type { StatefulSetOnlyFeature } from './kind-features.js';
 import { DigestKeySource } from './digest-key.js';
 import { DigestReader } from './digest-reader.js';
 import { Reconciler, type FreshRead } from './reconciler.js';
@@ -68,6 +69,8 @@ export interface RestarterControllerOptions {
   instance?: string;
   /** rollguard's own namespace, where the digest key Secret lives; omitted: no data check (every version bump rolls). */
   ownNamespace?: string;
+  /** The features a Deployment or DaemonSet is warned it asks for in vain (rollout/, handover/). */
+  statefulSetOnly?: readonly StatefulSetOnlyFeature[];
   /** 'stackable': also commons-operator's label, keys, values and opt-outs (src/compat/stackable.ts). */
   compat?: CompatMode;
 }
@@ -216,6 +219,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   const reconciler = new Reconciler({
     workload: (kind, namespace, name) => workloadStore(kind).get(namespace, name),
     dialectOf: (labels) => dialectFor(labels, compat),
+    statefulSetOnly: opts.statefulSetOnly,
     lookup,
     cachesSynced,
     cacheProgress: (kind, namespace) => metadata[kind].informer.resourceVersion(namespace),

@@ -1,24 +1,18 @@
 import type { WorkloadKind } from '../kube/workloads.js';
-import { HEALTH_GATED_ANNOTATION, HEALTH_URL_ANNOTATION } from '../rollout/decision.js';
 
 /** Event reason: a workload asks for a feature its kind does not have. */
 export const REASON_UNSUPPORTED_FOR_KIND = 'UnsupportedForKind';
 
-interface StatefulSetFeature {
+/**
+ * A feature that works on a StatefulSet's partition and ordinals, which a Deployment or DaemonSet
+ * has not (its maxUnavailable, maxSurge and minReadySeconds do the pacing natively). Each such
+ * feature says which annotations ask for it (rollout/, handover/); main.ts hands them in.
+ */
+export interface StatefulSetOnlyFeature {
   feature: string;
   /** whether a workload annotation asks for it */
   asks(key: string): boolean;
 }
-
-/**
- * Health-gated partition stepping and primary handover work on a StatefulSet's partition and
- * ordinals; a Deployment or DaemonSet has neither (its maxUnavailable, maxSurge and
- * minReadySeconds do the pacing natively).
- */
-const STATEFULSET_ONLY: readonly StatefulSetFeature[] = [
-  { feature: 'health-gated rollouts', asks: (key) => key === HEALTH_GATED_ANNOTATION || key === HEALTH_URL_ANNOTATION },
-  { feature: 'primary handover', asks: (key) => key === 'rollguard.io/primary-selector' || key.startsWith('rollguard.io/handover') },
-];
 
 /**
  * Whether a change of the workload's own annotations makes a new generation: a Deployment's do
@@ -35,12 +29,12 @@ export interface UnsupportedRequest {
   annotations: string[];
 }
 
-/** The StatefulSet-only features that a workload of `kind` asks for by its annotations, each with the annotations that ask (sorted). */
-export function unsupportedFeatures(kind: WorkloadKind, annotations: Record<string, string> | undefined): UnsupportedRequest[] {
+/** The StatefulSet-only `features` that a workload of `kind` asks for by its annotations, each with the annotations that ask (sorted). */
+export function unsupportedFeatures(kind: WorkloadKind, annotations: Record<string, string> | undefined, features: readonly StatefulSetOnlyFeature[]): UnsupportedRequest[] {
   if (kind === 'StatefulSet') return [];
   const keys = Object.keys(annotations ?? {}).sort();
   const out: UnsupportedRequest[] = [];
-  for (const { feature, asks } of STATEFULSET_ONLY) {
+  for (const { feature, asks } of features) {
     const asking = keys.filter(asks);
     if (asking.length > 0) out.push({ feature, annotations: asking });
   }

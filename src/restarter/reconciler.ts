@@ -22,7 +22,7 @@ import {
   type VersionLookup,
 } from './annotations.js';
 import { describeChange } from './change-text.js';
-import { REASON_UNSUPPORTED_FOR_KIND, annotationWritesBumpGeneration, unsupportedFeatures, unsupportedMessage } from './kind-features.js';
+import { REASON_UNSUPPORTED_FOR_KIND, annotationWritesBumpGeneration, unsupportedFeatures, unsupportedMessage, type StatefulSetOnlyFeature } from './kind-features.js';
 import { baselineRecord, judgeRead, needsBaseline } from './data-check.js';
 import type { DigestRead } from './digest-reader.js';
 import { DIGESTS_ANNOTATION, formatDigestRecords, parseDigestRecords } from './digests.js';
@@ -73,6 +73,8 @@ export interface ReconcilerDeps {
   logger: Logger;
   metrics: Pick<Metrics, 'patches' | 'restarts' | 'restartsDeferred' | 'metadataOnlyChanges'>;
   now?: () => Date;
+  /** What a Deployment or DaemonSet is warned it asks for in vain (rollout/, handover/); omitted: none. */
+  statefulSetOnly?: readonly StatefulSetOnlyFeature[];
   /** The dialect a set is restarted in, from its labels; undefined: not opted in. Omitted: rollguard's label and dialect. */
   dialectOf?: (labels: Record<string, string> | undefined) => Dialect | undefined;
   /**
@@ -552,7 +554,7 @@ export class Reconciler {
    * or a rollout tells nothing again; a changed request, or a new leader, tells it once more.
    */
   private async tellUnsupported(key: string, kind: WorkloadKind, set: Workload): Promise<void> {
-    const requests = unsupportedFeatures(kind, set.metadata?.annotations);
+    const requests = unsupportedFeatures(kind, set.metadata?.annotations, this.deps.statefulSetOnly ?? []);
     if (requests.length === 0) {
       this.toldUnsupported.delete(key);
       return;

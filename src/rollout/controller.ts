@@ -5,7 +5,6 @@ import { Controller, type ControllerStatus, type Wake } from '../kube/controller
 import { objectKey, splitObjectKey } from '../kube/informer.js';
 import type { ObjectEvent } from '../kube/object-store.js';
 import { RawApi } from '../kube/raw-api.js';
-import { statusCode } from '../kube/api-status.js';
 import { createStatefulSetCache, type StatefulSetCache } from '../kube/statefulsets.js';
 import type { Runnable } from '../manager.js';
 import type { Metrics } from '../metrics.js';
@@ -15,9 +14,9 @@ import { HEALTH_CHECK_TIMEOUT_MS, probeSetHealth } from './health-probe.js';
 import { apiTargetLookups } from '../egress/lookups.js';
 import { annotatedLastStep } from './last-step.js';
 import { createPodInformer } from './pod-cache.js';
+import type { DisruptionGates, GateProgress } from './disruption-gate.js';
 import { RolloutReconciler } from './reconciler.js';
-import { HandoverRunner, handoverSummary, type HandoverSummary } from '../handover/runner.js';
-import { heldScaleDown } from '../handover/scale-down.js';
+import { heldScaleDown } from './scale-down-hold.js';
 
 /** Reconciles at once; each is a cache read and at most one write, and a set is never worked on twice at once. */
 export const DEFAULT_ROLLOUT_WORKERS = 2;
@@ -32,7 +31,6 @@ export const DEFAULT_BLOCKED_RECHECK_MS = 10_000;
 /** Every gated set is queued again this often, a guard against a missed event; a set at rest costs no API call. */
 export const DEFAULT_ROLLOUT_RESYNC_PERIOD_MS = 5 * 60_000;
 const POD_KIND_LABEL = 'Pod';
-const NOT_FOUND = 404;
 
 export interface RolloutControllerOptions {
   kubeConfig: KubeConfig;
@@ -50,9 +48,11 @@ export interface RolloutControllerOptions {
   logger: Logger;
   metrics: Pick<
     Metrics,
-    'rolloutSteps' | 'rolloutBlockedSeconds' | 'rolloutLastStep' | 'reconcileDuration' | 'reconcileErrors' | 'queueDepth' | 'cachedObjects' | 'handovers' | 'handoverDuration'
+    'rolloutSteps' | 'rolloutBlockedSeconds' | 'rolloutLastStep' | 'reconcileDuration' | 'reconcileErrors' | 'queueDepth' | 'cachedObjects'
   >;
   events: Pick<EventRecorder, 'record'>;
+  /** Asked before every write that stops pods (src/handover's primary handover); omitted: nothing guards them. */
+  gate?: DisruptionGates;
   workers?: number;
   blockedReportAfterMs?: number;
   blockedRecheckMs?: number;
@@ -75,8 +75,8 @@ export interface RolloutSummary {
   blockedBy?: { pod: string; healthCheck: boolean };
   /** RFC 3339. */
   lastStepAt?: string;
-  /** The primary handover in flight (src/handover). */
-  handover?: HandoverSummary;
+  /** The move of a role in flight that the gate reports (the primary handover). */
+  handover?: GateProgress;
   /** A scale-down held at `replicas` until the primary has left the pods it removes (rollguard.io/wanted-replicas). */
   wantedReplicas?: number;
 }
@@ -141,7 +141,7 @@ export function createRolloutController(opts: RolloutControllerOptions): Rollout
     logger: log,
     metrics,
     term: (term) => {
-      const pods = createPodInformer({ api, namespaces: opts.namespaces, logger: log });
+      const pods = createPodInformer({ api, namespaces: opts.namespaces, keepAnnotations: opts.gate?.podAnnotations ?? [], logger: log });
       const current = new RolloutReconciler({
         statefulSet: (namespace, name) => sets.store.get(namespace, name),
         podsOf: (namespace, setName) => pods.cache.podsOf(namespace, setName),
@@ -158,22 +158,7 @@ export function createRolloutController(opts: RolloutControllerOptions): Rollout
             signal: probeSignal,
           }),
         enqueue: (key) => term.enqueue({ key }),
-        handover: new HandoverRunner({
-          patchPod: (namespace, name, ops) => core.patchNamespacedPod({ name, namespace, body: ops }),
-          readSecret: async (namespace, name) => {
-            try {
-              return (await core.readNamespacedSecret({ name, namespace })).data ?? {};
-            } catch (err) {
-              if (statusCode(err) === NOT_FOUND) return undefined;
-              throw err;
-            }
-          },
-          lookups: targets,
-          enqueue: (key) => term.enqueue({ key }),
-          metrics,
-          logger: log.child({ component: 'handover' }),
-          signal: term.signal,
-        }),
+        ...(opts.gate ? { gate: opts.gate.forTerm({ enqueue: (key) => term.enqueue({ key }), signal: term.signal }) } : {}),
         events: opts.events,
         metrics,
         logger: log,
@@ -229,10 +214,10 @@ export function createRolloutController(opts: RolloutControllerOptions): Rollout
       if (ownSets && !current) return { rollouts: [] };
       const rollouts: RolloutSummary[] = sets.store
         .list()
-        .filter((set) => isHealthGated(set) && (inProgress(set) || handoverSummary(set) !== undefined || heldScaleDown(set).kind === 'held'))
+        .filter((set) => isHealthGated(set) && (inProgress(set) || opts.gate?.progress(set) !== undefined || heldScaleDown(set).kind === 'held'))
         .map((set) => {
           const key = keyOf(set);
-          const handover = handoverSummary(set);
+          const handover = opts.gate?.progress(set);
           const scaleDown = heldScaleDown(set);
           const state = current?.state(key);
           const lastStep = state?.lastStepAt ?? annotatedLastStep(set);

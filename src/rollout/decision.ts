@@ -1,5 +1,6 @@
 import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import { ENABLED_LABEL } from '../restarter/annotations.js';
+import type { StatefulSetOnlyFeature } from '../restarter/kind-features.js';
 import { isTerminating, podHealth, podOrdinal, podRevision } from './pods.js';
 
 /** Annotation on a StatefulSet (that carries ENABLED_LABEL) that opts it into health-gated rollouts. */
@@ -7,6 +8,12 @@ export const HEALTH_GATED_ANNOTATION = 'rollguard.io/rollout';
 export const HEALTH_GATED_VALUE = 'health-gated';
 /** Annotation with a URL that must answer a GET with 2xx before each step. */
 export const HEALTH_URL_ANNOTATION = 'rollguard.io/health-url';
+
+/** Health-gated stepping works on the partition: StatefulSets only (restarter/kind-features.ts warns the others). */
+export const HEALTH_GATED_ROLLOUTS: StatefulSetOnlyFeature = {
+  feature: 'health-gated rollouts',
+  asks: (key) => key === HEALTH_GATED_ANNOTATION || key === HEALTH_URL_ANNOTATION,
+};
 
 /** What the API server assumes when spec.replicas is unset. */
 export const DEFAULT_REPLICAS = 1;

@@ -3,7 +3,7 @@ import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import { resolveTarget, type TargetLookups } from '../egress/resolve.js';
-import type { TargetPod } from '../egress/target.js';
+import { targetPod } from '../egress/target.js';
 
 /** What the health URL answered: ok only for a 2xx status; detail for Events and logs. */
 export interface HealthResult {
@@ -61,12 +61,6 @@ function pinnedLookup(address: string): LookupFunction {
     if (options.all) callback(null, [{ address, family }]);
     else callback(null, address, family);
   };
-}
-
-/** A pod of the set as a call target: its name and status IPs. */
-export function targetPod(pod: V1Pod): TargetPod {
-  const ips = [pod.status?.podIP, ...(pod.status?.podIPs ?? []).map((p) => p.ip)].filter((ip): ip is string => !!ip);
-  return { name: pod.metadata?.name ?? '', ips: [...new Set(ips)] };
 }
 
 /**

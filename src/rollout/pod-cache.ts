@@ -3,7 +3,6 @@ import type { Logger } from 'pino';
 import { Informer, objectKey } from '../kube/informer.js';
 import type { RawApi } from '../kube/raw-api.js';
 import type { ReflectorStore } from '../kube/reflector.js';
-import { EVICTION_ALLOWED_ANNOTATION, HANDOVER_REQUEST_ANNOTATION } from '../handover/state.js';
 
 /**
  * The StatefulSet controller puts this label on every pod it makes; selecting on its existence
@@ -41,13 +40,13 @@ export interface CachedPod {
 }
 
 /**
- * A wire pod cut down to what decideRollout, decideHandover and a precondition-guarded delete
- * read: name, uid, resourceVersion, labels, the handover request and eviction-allowed annotations, deletionTimestamp, phase, the Ready condition and each
- * container's ready flag and waiting reason; and the name of the controlling StatefulSet, from
- * ownerReferences. The spec, every other annotation, and managedFields are dropped:
- * that is most of a pod's size.
+ * A wire pod cut down to what decideRollout, the disruption gate and a precondition-guarded
+ * delete read: name, uid, resourceVersion, labels, the annotations in `keep` (the gate's),
+ * deletionTimestamp, phase, the Ready condition and each container's ready flag and waiting
+ * reason; and the name of the controlling StatefulSet, from ownerReferences. The spec, every
+ * other annotation, and managedFields are dropped: that is most of a pod's size.
  */
-export function decodePod(raw: unknown): CachedPod {
+export function decodePod(raw: unknown, keep: readonly string[] = []): CachedPod {
   const meta = asRecord(asRecord(raw)?.metadata);
   const namespace = asString(meta?.namespace);
   const name = asString(meta?.name);
@@ -56,11 +55,11 @@ export function decodePod(raw: unknown): CachedPod {
   if (!namespace || !name || !uid || !resourceVersion) {
     throw new Error(`pod ${namespace ?? ''}/${name ?? '?'} lacks metadata.namespace, name, uid or resourceVersion`);
   }
-  // every label: a primary selector (src/handover) may name any of them; they are small
+  // every label: a gate's selector (a primary's, src/handover) may name any of them; they are small
   const labels = stringValues(meta?.labels);
   const wireAnnotations = asRecord(meta?.annotations);
   const kept: Record<string, string> = {};
-  for (const key of [HANDOVER_REQUEST_ANNOTATION, EVICTION_ALLOWED_ANNOTATION]) {
+  for (const key of keep) {
     const value = asString(wireAnnotations?.[key]);
     if (value !== undefined) kept[key] = value;
   }
@@ -229,8 +228,8 @@ export interface PodInformer {
   cache: PodCache;
 }
 
-/** List/watch of StatefulSet pods in `namespaces` (undefined: all), kept slim in a PodCache. */
-export function createPodInformer(opts: { api: RawApi; namespaces: string[] | undefined; logger: Logger }): PodInformer {
+/** List/watch of StatefulSet pods in `namespaces` (undefined: all), kept slim in a PodCache with the annotations in `keepAnnotations`. */
+export function createPodInformer(opts: { api: RawApi; namespaces: string[] | undefined; keepAnnotations: readonly string[]; logger: Logger }): PodInformer {
   const cache = new PodCache();
   const informer = new Informer<CachedPod>({
     name: 'Pod cache',
@@ -239,7 +238,7 @@ export function createPodInformer(opts: { api: RawApi; namespaces: string[] | un
     namespaces: opts.namespaces,
     labelSelector: STATEFULSET_POD_LABEL,
     accept: { list: JSON_ACCEPT, watch: JSON_ACCEPT },
-    decode: decodePod,
+    decode: (raw) => decodePod(raw, opts.keepAnnotations),
     store: cache,
     logger: opts.logger,
   });

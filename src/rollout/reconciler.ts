@@ -18,16 +18,14 @@ import { policyDenial, REASON_WRITE_DENIED } from '../kube/policy-denial.js';
 import type { HealthResult } from './health-probe.js';
 import { heldPartition, partitionPatch } from './hold.js';
 import { lastStepAt, lastStepOp } from './last-step.js';
+import type { DisruptionGate, GateRequest, GateVerdict } from './disruption-gate.js';
 import { podsReplacedBy } from './replaced-pods.js';
-import type { HandoverRunner } from '../handover/runner.js';
-import { wantsHandover } from '../handover/settings.js';
-import { applyScaleDownOps, dropRecordOps, heldScaleDown, WANTED_REPLICAS_ANNOTATION, type HeldScaleDown } from '../handover/scale-down.js';
+import { applyScaleDownOps, dropRecordOps, heldScaleDown, WANTED_REPLICAS_ANNOTATION, type HeldScaleDownOf } from './scale-down-hold.js';
 
 /** Event reasons besides the decision's own (PartitionUpdate, RolloutComplete, Hold). */
 export const REASON_ROLLOUT_BLOCKED = 'RolloutBlocked';
 export const REASON_FORCED_ROLLBACK = 'ForcedRollback';
-/** A held scale-down (rollguard.io/wanted-replicas): waiting for a handover, applied, or its record dropped. */
-export const REASON_SCALE_DOWN_HELD = 'ScaleDownHeld';
+/** A held scale-down (rollguard.io/wanted-replicas): applied, or its record dropped. */
 export const REASON_SCALED_DOWN = 'ScaledDown';
 export const REASON_SCALE_DOWN_DROPPED = 'ScaleDownDropped';
 const ACTION_SCALE = 'Scale';
@@ -66,8 +64,8 @@ export interface RolloutReconcilerDeps {
   blockedRecheckMs: number;
   /** Aborts health checks in flight when the controller stops. */
   signal: AbortSignal;
-  /** Hands a primary role over before a write would stop its pod (src/handover). */
-  handover?: HandoverRunner;
+  /** Asked before every write that would stop pods (main.ts hands in src/handover's); omitted: nothing guards them. */
+  gate?: DisruptionGate;
   now?: () => Date;
 }
 
@@ -131,8 +129,6 @@ export class RolloutReconciler {
   /** Sets whose partition must go back to replicas before anything else, with the reason. */
   private readonly pendingHold = new Map<string, string>();
   private readonly lastSteps = new Map<string, Date>();
-  /** The wanted count whose ScaleDownHeld Event this term recorded, by set. */
-  private readonly heldNoted = new Map<string, string>();
   /** The resourceVersion each set had when this process last wrote it; the cache has not caught up while it still shows it. */
   private readonly writtenFrom = new Map<string, string>();
   private readonly healthResults = new Map<string, HealthEntry>();
@@ -156,10 +152,7 @@ export class RolloutReconciler {
    */
   noteSetChange(previous: V1StatefulSet | undefined, current: V1StatefulSet): void {
     const key = keyOf(current);
-    if (this.deps.handover && wantsHandover(current)) {
-      const pods = this.deps.podsOf(current.metadata?.namespace ?? '', current.metadata?.name ?? '');
-      this.deps.handover.noteSetChange(previous, current, pods, (spec) => this.record(current, spec));
-    }
+    this.deps.gate?.noteSetChange(previous, current, () => this.deps.podsOf(current.metadata?.namespace ?? '', current.metadata?.name ?? ''), (spec) => this.record(current, spec));
     if (previous === undefined && !atRest(current)) return;
     if (heldPartition(previous, current) !== undefined) {
       this.pendingHold.set(key, holdReason(previous, current));
@@ -173,10 +166,9 @@ export class RolloutReconciler {
   forget(key: string): void {
     this.pendingHold.delete(key);
     this.lastSteps.delete(key);
-    this.heldNoted.delete(key);
     this.writtenFrom.delete(key);
     this.healthResults.delete(key);
-    this.deps.handover?.forget(key);
+    this.deps.gate?.forget(key);
     this.blocked.clear(key, this.now().getTime());
   }
 
@@ -190,7 +182,7 @@ export class RolloutReconciler {
 
   /** Resolves once every health check in flight has ended (they abort with the signal). */
   async settled(): Promise<void> {
-    await Promise.all([...this.healthInFlight.values(), this.deps.handover?.settled()]);
+    await Promise.all([...this.healthInFlight.values(), this.deps.gate?.settled()]);
   }
 
   async reconcile(key: string): Promise<RolloutReconcileResult> {
@@ -213,9 +205,8 @@ export class RolloutReconciler {
 
     const now = this.now();
     const pods = this.deps.podsOf(namespace, name);
-    const { handover } = this.deps;
     const held = heldScaleDown(set);
-    if (held.kind !== 'none') return this.scaleDown(key, set, pods, held, handover && wantsHandover(set) ? handover : undefined, now);
+    if (held.kind !== 'none') return this.scaleDown(key, set, pods, held, now);
     const healthCheck = this.takeHealthResult(key, set, now);
     const decision = decideRollout({
       set,
@@ -226,36 +217,42 @@ export class RolloutReconciler {
       defaultMinReadySeconds: this.deps.defaultMinReadySeconds,
       healthCheck,
     });
-    if (handover && wantsHandover(set)) {
-      const gate = await handover.gate(key, set, pods, podsReplacedBy(decision, set, pods), {
-        write: async (ops) => {
-          if (ops.length > 0) await this.patch(key, set, ops);
-        },
-        record: (spec) => this.record(set, spec),
-        now,
-      });
-      if (!gate.open) {
-        if (gate.blocked) return this.apply(key, set, { action: 'blocked', ...gate.blocked }, now);
-        if (decision.action !== 'blocked') this.blocked.clear(key, now.getTime());
-        return gate.requeueAfterMs !== undefined ? { requeueAfterMs: gate.requeueAfterMs } : {};
-      }
-    }
+    const verdict = await this.askGate(key, set, pods, podsReplacedBy(decision, set, pods), now);
+    if (!verdict.open) return this.gateClosed(key, set, verdict, decision.action !== 'blocked', now);
     return this.apply(key, set, decision, now);
   }
 
+  /** May the pods a write stops go now? Open when no gate is handed in. */
+  private askGate(key: string, set: V1StatefulSet, pods: readonly V1Pod[], stopping: readonly string[], now: Date, scaleDown?: GateRequest['scaleDown']): Promise<GateVerdict> {
+    const { gate } = this.deps;
+    if (!gate) return Promise.resolve({ open: true });
+    return gate.mayStop({
+      key,
+      set,
+      pods,
+      stopping,
+      ...(scaleDown ? { scaleDown } : {}),
+      write: async (ops) => {
+        if (ops.length > 0) await this.patch(key, set, ops);
+      },
+      record: (spec) => this.record(set, spec),
+      now,
+    });
+  }
+
+  /** The gate said not yet: its block is the rollout's, anything else waits (a block of the rollout's own stays). */
+  private gateClosed(key: string, set: V1StatefulSet, verdict: Extract<GateVerdict, { open: false }>, clearBlock: boolean, now: Date): Promise<RolloutReconcileResult> | RolloutReconcileResult {
+    if (verdict.blocked) return this.apply(key, set, { action: 'blocked', ...verdict.blocked }, now);
+    if (clearBlock) this.blocked.clear(key, now.getTime());
+    return verdict.requeueAfterMs !== undefined ? { requeueAfterMs: verdict.requeueAfterMs } : {};
+  }
+
   /**
-   * A scale-down the webhook held: the pods it removes pass the handover gate first (the
-   * candidate is a pod that stays), then replicas = wanted in one write with the record
-   * removed. The rollout waits meanwhile: one handover in flight per set.
+   * A held scale-down (scale-down-hold.ts): the pods it removes pass the gate first, then
+   * replicas = wanted in one write with the record removed. The rollout waits meanwhile: one
+   * move of a role in flight per set. A record that asks for nothing is dropped.
    */
-  private async scaleDown(
-    key: string,
-    set: V1StatefulSet,
-    pods: V1Pod[],
-    held: Exclude<HeldScaleDown, { kind: 'none' }>,
-    handover: HandoverRunner | undefined,
-    now: Date,
-  ): Promise<RolloutReconcileResult> {
+  private async scaleDown(key: string, set: V1StatefulSet, pods: V1Pod[], held: HeldScaleDownOf<'unreadable' | 'stale' | 'held'>, now: Date): Promise<RolloutReconcileResult> {
     const log = this.deps.logger;
     if (held.kind !== 'held') {
       await this.patch(key, set, dropRecordOps(held.raw));
@@ -267,45 +264,15 @@ export class RolloutReconciler {
       await this.record(set, { type: held.kind === 'unreadable' ? 'Warning' : 'Normal', reason: REASON_SCALE_DOWN_DROPPED, message, action: ACTION_SCALE });
       return {};
     }
-    let why: string;
-    if (handover === undefined) {
-      why = 'the set no longer asks for handovers (no primary selector), nothing to wait for';
-    } else if (held.wanted === 0) {
-      why = 'no pod stays to take the primary role, so it stops with the set';
-    } else {
-      await this.noteHeld(key, set, held);
-      const gate = await handover.gate(
-        key,
-        set,
-        pods,
-        held.removing,
-        { write: async (ops) => { if (ops.length > 0) await this.patch(key, set, ops); }, record: (spec) => this.record(set, spec), now },
-        { replicas: held.wanted, ordinalStart: set.spec?.ordinals?.start ?? 0 },
-      );
-      if (!gate.open) {
-        if (gate.blocked) return this.apply(key, set, { action: 'blocked', ...gate.blocked }, now);
-        this.blocked.clear(key, now.getTime());
-        return gate.requeueAfterMs !== undefined ? { requeueAfterMs: gate.requeueAfterMs } : {};
-      }
-      why = `no pod it removes (${held.removing.join(', ')}) is the primary`;
-    }
-    handover?.acknowledgeRemoval(pods.filter((p) => held.removing.includes(p.metadata?.name ?? '')));
+    const verdict = await this.askGate(key, set, pods, held.removing, now, held);
+    if (!verdict.open) return this.gateClosed(key, set, verdict, true, now);
+    this.deps.gate?.removing(set, pods.filter((p) => held.removing.includes(p.metadata?.name ?? '')));
     await this.patch(key, set, applyScaleDownOps(set, held));
-    this.heldNoted.delete(key);
     this.blocked.clear(key, now.getTime());
-    const message = `Scaled down from ${held.replicas} to ${held.wanted} replicas (${WANTED_REPLICAS_ANNOTATION}): ${why}`;
+    const message = `Scaled down from ${held.replicas} to ${held.wanted} replicas (${WANTED_REPLICAS_ANNOTATION}): ${verdict.why ?? 'nothing guards the pods it removes'}`;
     log.info({ statefulSet: key, from: held.replicas, to: held.wanted }, message);
-    await this.record(set, { type: held.wanted === 0 && handover !== undefined ? 'Warning' : 'Normal', reason: REASON_SCALED_DOWN, message, action: ACTION_SCALE });
+    await this.record(set, { type: verdict.warning ? 'Warning' : 'Normal', reason: REASON_SCALED_DOWN, message, action: ACTION_SCALE });
     return {};
-  }
-
-  /** One Event per held count: the scale-down waits for the primary role to move. */
-  private async noteHeld(key: string, set: V1StatefulSet, held: Extract<HeldScaleDown, { kind: 'held' }>): Promise<void> {
-    if (this.heldNoted.get(key) === held.raw) return;
-    this.heldNoted.set(key, held.raw);
-    const message = `Scale-down from ${held.replicas} to ${held.wanted} replicas held at ${held.replicas} until no pod it removes (${held.removing.join(', ')}) is the primary: a scale-down deletes pods without an eviction`;
-    this.deps.logger.info({ statefulSet: key, from: held.replicas, to: held.wanted }, message);
-    await this.record(set, { type: 'Normal', reason: REASON_SCALE_DOWN_HELD, message, action: ACTION_SCALE });
   }
 
   private async apply(key: string, set: V1StatefulSet, decision: RolloutDecision, now: Date): Promise<RolloutReconcileResult> {

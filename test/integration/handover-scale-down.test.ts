@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlPlaneBinaries } from '../../src/dev/control-plane.js';
 import { FakeReplicatedApp } from '../../src/dev/fake-replicated-app.js';
-import { WANTED_REPLICAS_ANNOTATION } from '../../src/handover/scale-down.js';
+import { WANTED_REPLICAS_ANNOTATION } from '../../src/rollout/scale-down-hold.js';
 import {
   HANDOVER_HTTP_ANNOTATION,
   HANDOVER_INTERVAL_ANNOTATION,

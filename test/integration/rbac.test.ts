@@ -26,7 +26,7 @@ import { STACKABLE_ENABLED_LABEL, enabledLabels } from '../../src/compat/stackab
 import { evictionGuardEntry, webhookEntryName } from '../../src/dev/webhook-registration.js';
 import { HEALTH_GATED_ANNOTATION, HEALTH_GATED_VALUE } from '../../src/rollout/decision.js';
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
-import { WANTED_REPLICAS_ANNOTATION } from '../../src/handover/scale-down.js';
+import { WANTED_REPLICAS_ANNOTATION } from '../../src/rollout/scale-down-hold.js';
 import { HANDOVER_ANNOTATE_ANNOTATION, PRIMARY_SELECTOR_ANNOTATION } from '../../src/handover/settings.js';
 
 const ROLLGUARD_NAMESPACE = 'rollguard-system';

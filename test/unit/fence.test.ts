@@ -9,7 +9,7 @@ import {
 import { DIGESTS_ANNOTATION } from '../../src/restarter/digests.js';
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
 import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_STATE_ANNOTATION } from '../../src/handover/state.js';
-import { WANTED_REPLICAS_ANNOTATION } from '../../src/handover/scale-down.js';
+import { WANTED_REPLICAS_ANNOTATION } from '../../src/rollout/scale-down-hold.js';
 
 const read = (file: string): string => fs.readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8');
 const BASE = 'deploy/base/admission-policy.yaml';

@@ -5,7 +5,8 @@ import { admit } from '../../src/restarter/admit.js';
 import { holdPartitionMutator } from '../../src/rollout/partition-hold-mutator.js';
 import type { AdmissionRequest } from '../../src/admission/review.js';
 import { holdScaleDownMutator } from '../../src/handover/scale-hold-mutator.js';
-import { applyScaleDownOps, decideScaleWrite, heldScaleDown, recordOps, WANTED_REPLICAS_ANNOTATION } from '../../src/handover/scale-down.js';
+import { decideScaleWrite, recordOps } from '../../src/handover/scale-down.js';
+import { applyScaleDownOps, heldScaleDown, WANTED_REPLICAS_ANNOTATION } from '../../src/rollout/scale-down-hold.js';
 import { PRIMARY_SELECTOR_ANNOTATION } from '../../src/handover/settings.js';
 import { HEALTH_GATED_ANNOTATION, HEALTH_GATED_VALUE } from '../../src/rollout/decision.js';
 

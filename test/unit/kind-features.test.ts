@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { WorkloadKind } from '../../src/kube/workloads.js';
+import { PRIMARY_HANDOVER } from '../../src/handover/settings.js';
 import { unsupportedFeatures, unsupportedMessage } from '../../src/restarter/kind-features.js';
+import { HEALTH_GATED_ROLLOUTS } from '../../src/rollout/decision.js';
 
 describe('unsupportedFeatures', () => {
   it.each<{ name: string; kind: WorkloadKind; annotations: Record<string, string> | undefined; want: unknown }>([
@@ -20,7 +22,7 @@ describe('unsupportedFeatures', () => {
       want: [{ feature: 'primary handover', annotations: ['rollguard.io/handover-http', 'rollguard.io/primary-selector'] }],
     },
   ])('$name', ({ kind, annotations, want }) => {
-    expect(unsupportedFeatures(kind, annotations)).toEqual(want);
+    expect(unsupportedFeatures(kind, annotations, [HEALTH_GATED_ROLLOUTS, PRIMARY_HANDOVER])).toEqual(want);
   });
 });
 

@@ -4,6 +4,7 @@ import type { V1StatefulSet } from '@kubernetes/client-node';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
+import { PRIMARY_HANDOVER } from '../../src/handover/settings.js';
 import { createMetrics } from '../../src/metrics.js';
 import { ENABLED_LABEL, LAST_RESTART_ANNOTATION, annotationKey, desiredAnnotations, annotationChanges, type ObjectVersion } from '../../src/restarter/annotations.js';
 import { ConflictError } from '../../src/kube/api-status.js';
@@ -16,6 +17,7 @@ import {
   type ReconcilerDeps,
 } from '../../src/restarter/reconciler.js';
 import type { ObjectKind } from '../../src/restarter/references.js';
+import { HEALTH_GATED_ROLLOUTS } from '../../src/rollout/decision.js';
 
 const CM = annotationKey('ConfigMap', 'app');
 const SECRET = annotationKey('Secret', 'creds');
@@ -136,6 +138,7 @@ describe('Reconciler', () => {
       },
       events: { record: async (subject, spec) => void events.push(`${subject.kind} ${subject.namespace}/${subject.name}@${subject.resourceVersion} ${spec.type} ${spec.reason}: ${spec.message}`) },
       restartLimiter: { take: async () => void tokens++ },
+      statefulSetOnly: [HEALTH_GATED_ROLLOUTS, PRIMARY_HANDOVER],
       logger: pino({ level: 'silent' }),
       metrics,
       ...(opts.data ? { data: opts.data } : {}),

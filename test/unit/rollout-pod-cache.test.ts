@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { HANDOVER_POD_ANNOTATIONS } from '../../src/handover/state.js';
 import { PodCache, decodePod } from '../../src/rollout/pod-cache.js';
 import { podHealth } from '../../src/rollout/pods.js';
 
@@ -76,8 +77,8 @@ describe('decodePod', () => {
     raw.metadata.annotations['rollguard.io/handover'] = 'requested';
     raw.metadata.annotations['rollguard.io/eviction-allowed'] = NOW.toISOString();
     raw.metadata.annotations['rollguard.io/handover-candidate'] = NOW.toISOString();
-    expect(decodePod(raw).pod.metadata?.annotations).toEqual({ 'rollguard.io/handover': 'requested', 'rollguard.io/eviction-allowed': NOW.toISOString() });
-    expect(decodePod(wirePod('web-0')).pod.metadata?.annotations).toBeUndefined();
+    expect(decodePod(raw, HANDOVER_POD_ANNOTATIONS).pod.metadata?.annotations).toEqual({ 'rollguard.io/handover': 'requested', 'rollguard.io/eviction-allowed': NOW.toISOString() });
+    expect(decodePod(wirePod('web-0'), HANDOVER_POD_ANNOTATIONS).pod.metadata?.annotations).toBeUndefined();
   });
 
   it('names the pod when a required field is missing', () => {
