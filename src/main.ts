@@ -15,7 +15,7 @@ import { holdScaleDownMutator } from './handover/scale-hold-mutator.js';
 import { scaleGuard } from './handover/scale-handler.js';
 import { EventRecorder } from './kube/events.js';
 import { createRestarterController } from './restarter/controller.js';
-import { dialectFor, type CompatMode } from './compat/stackable.js';
+import { compatDialects, dialectFor, type CompatMode } from './compat/stackable.js';
 import { createPodRestarter } from './compat/pod-restarter.js';
 import { createRolloutController } from './rollout/controller.js';
 import { evictionGuard } from './handover/eviction-handler.js';
@@ -66,6 +66,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
   // Service that trusted /readyz would send reviews to a closed port (refused, the review fails).
   let started = false;
   const namespaces = config.watchNamespaces.length > 0 ? config.watchNamespaces : undefined;
+  const compat = config.compat as CompatMode;
 
   const restarter = createRestarterController({
     kubeConfig,
@@ -80,7 +81,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     metrics,
     instance: identity,
     ownNamespace: namespace,
-    compat: config.compat as CompatMode,
+    compatDialects: compatDialects(compat),
     statefulSetOnly: [HEALTH_GATED_ROLLOUTS, PRIMARY_HANDOVER],
   });
 
@@ -134,7 +135,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
           inScope: restarter.covers,
           mutators: [holdScaleDownMutator, holdPartitionMutator],
           checks: [handoverGraceCheck],
-          dialectOf: (labels) => dialectFor(labels, config.compat as CompatMode),
+          dialectOf: (labels) => dialectFor(labels, compat),
           metrics,
           logger: logger.child({ component: 'admission' }),
         }),
@@ -158,7 +159,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
 
   // --compat stackable: pods are evicted at their restarter.stackable.tech/expires-at.* times
   const podRestarter =
-    config.compat === 'stackable'
+    compat === 'stackable'
       ? createPodRestarter({ kubeConfig, namespaces, events: new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger }), logger, metrics, watchIdleTimeoutMs: config.watchIdleTimeout })
       : undefined;
 

@@ -1,5 +1,6 @@
-import { ABSENT, ENABLED_LABEL, ROLLGUARD_DIALECT, keySegment, type Dialect } from '../restarter/annotations.js';
+import { ABSENT, ROLLGUARD_DIALECT, dialectOf, keySegment, type Dialect } from '../restarter/annotations.js';
 import { referencedObjects, type ObjectKind } from '../restarter/references.js';
+import { stackableContentDigest } from './content-digest.js';
 
 /**
  * The annotation language of Stackable's commons-operator restarter, spoken by rollguard under
@@ -81,6 +82,9 @@ export function isContentDigestValue(value: string): boolean {
 export const STACKABLE_DIALECT: Dialect = {
   name: 'stackable',
   enabledLabel: STACKABLE_ENABLED_LABEL,
+  ignoreLabel: STACKABLE_IGNORE_LABEL,
+  // commons-operator restarts StatefulSets only; another kind with its label speaks rollguard's dialect, or none
+  kinds: ['StatefulSet'],
   annotationKey: stackableAnnotationKey,
   isOwnAnnotation: (key) => stackableAnnotationTarget(key) !== undefined,
   annotationTarget: stackableAnnotationTarget,
@@ -91,7 +95,13 @@ export const STACKABLE_DIALECT: Dialect = {
   noVersion: (value) => value === CHANGES_IGNORED || value === ABSENT,
   // commons-operator's sets are taken over with no write at all; the first change of an object records its digest
   baselineDigests: false,
+  contentDigest: { parse: contentDigestValue, of: stackableContentDigest },
 };
+
+/** The dialects `--compat` adds to rollguard's; they win over it on a set that carries both labels. */
+export function compatDialects(compat: CompatMode): Dialect[] {
+  return compat === 'stackable' ? [STACKABLE_DIALECT] : [];
+}
 
 /**
  * The dialect a workload is restarted in, from its labels; undefined: not opted in. Under
@@ -99,17 +109,10 @@ export const STACKABLE_DIALECT: Dialect = {
  * carries rollguard's label too: a switch back to commons-operator then restarts nothing.
  */
 export function dialectFor(labels: Record<string, string> | null | undefined, compat: CompatMode): Dialect | undefined {
-  if (compat === 'stackable' && labels?.[STACKABLE_ENABLED_LABEL] === 'true') return STACKABLE_DIALECT;
-  if (labels?.[ENABLED_LABEL] === 'true') return ROLLGUARD_DIALECT;
-  return undefined;
+  return dialectOf([...compatDialects(compat), ROLLGUARD_DIALECT], labels);
 }
 
 /** The labels that opt a workload in, one label-filtered watch and one webhook entry each. */
 export function enabledLabels(compat: CompatMode): string[] {
-  return compat === 'stackable' ? [ENABLED_LABEL, STACKABLE_ENABLED_LABEL] : [ENABLED_LABEL];
-}
-
-/** The labels that keep a ConfigMap or Secret from being tracked. */
-export function ignoreLabels(compat: CompatMode, rollguardIgnoreLabel: string): string[] {
-  return compat === 'stackable' ? [rollguardIgnoreLabel, STACKABLE_IGNORE_LABEL] : [rollguardIgnoreLabel];
+  return [ROLLGUARD_DIALECT, ...compatDialects(compat)].map((d) => d.enabledLabel);
 }

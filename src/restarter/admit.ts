@@ -48,9 +48,7 @@ export function admit(review: AdmissionReview, deps: AdmissionDeps): AdmissionRe
   const object = request.object;
   // an object without a metadata map is no Kubernetes object (only a hostile client sends one): nothing to patch
   if (!routed(request) || !isJsonObject(object) || !isJsonObject(object.metadata)) return admissionResponseFor(request.uid, []);
-  // Stackable's dialect is for StatefulSets (its restarter knows no other kind): the others speak rollguard's
-  const dialectOf = request.kind.kind === 'StatefulSet' ? deps.dialectOf : undefined;
-  const restarter = restarterMutator({ cachesSynced: deps.cachesSynced, lookup: deps.lookup, cacheProgress: deps.cacheProgress, dialectOf });
+  const restarter = restarterMutator({ cachesSynced: deps.cachesSynced, lookup: deps.lookup, cacheProgress: deps.cacheProgress, dialectOf: deps.dialectOf });
   const ops = composeMutators(request, object, [restarter, ...(deps.cachesSynced ? (deps.mutators ?? []) : [])]);
   return admissionResponseFor(request.uid, ops, runChecks(request, object, deps.checks ?? []));
 }

@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { V1ObjectMeta, V1PodTemplateSpec } from '@kubernetes/client-node';
 import type { CachedVersion } from '../kube/metadata-cache.js';
+import { WORKLOAD_KINDS, type WorkloadKind } from '../kube/workloads.js';
 import { referencedObjects, type Reference, type ObjectKind } from './references.js';
-import { knownEquivalent, parseDigestRecords } from './digests.js';
+import { knownEquivalent, parseDigestRecords, type ObjectData } from './digests.js';
 import { ABSENT, numericResourceVersion, replaces } from './versions.js';
 
 /** Label on a StatefulSet that opts it in; value "true". */
@@ -112,13 +113,31 @@ export function annotationTarget(key: string): { kind: ObjectKind; name?: string
 }
 
 /**
- * The annotation language a workload is restarted in: which label opts it in, which keys and
- * values its template carries, which references and opt-outs count. rollguard's own is the
- * default; `--compat stackable` adds commons-operator's (src/compat/stackable.ts).
+ * A template value of the form `<uid>/<digest of the object's data>`, which a dialect may write
+ * instead of a version: kept while one read of the object gives the same digest.
+ */
+export interface ContentDigest {
+  /** The parts of a value in this form; undefined for any other value. */
+  parse(value: string): { uid: string; digest: string } | undefined;
+  /** The digest of what pods can read of the object. */
+  of(kind: ObjectKind, object: ObjectData): string;
+}
+
+/**
+ * The annotation language a workload is restarted in: which label opts it in and which keeps an
+ * object out, which kinds speak it, which keys and values its template carries, which
+ * references and opt-outs count. rollguard's own is the default; main.ts hands in the others
+ * (`--compat stackable`: commons-operator's, src/compat/stackable.ts).
  */
 export interface Dialect {
-  name: 'rollguard' | 'stackable';
+  /** For logs. */
+  name: string;
+  /** The label (value "true") that opts a workload in: one label-filtered watch per kind the dialect speaks. */
   enabledLabel: string;
+  /** The label (value "true") on a ConfigMap or Secret that keeps it from being tracked. */
+  ignoreLabel: string;
+  /** The workload kinds that speak it. */
+  kinds: readonly WorkloadKind[];
   annotationKey(kind: ObjectKind, name: string): string;
   /** Whether the template annotation `key` is this dialect's (and so planned, changed or removed by it). */
   isOwnAnnotation(key: string): boolean;
@@ -134,11 +153,15 @@ export interface Dialect {
   noVersion(value: string): boolean;
   /** Whether the loop writes a digest record for an unchanged reference (a write to the set's metadata). */
   baselineDigests: boolean;
+  /** The content-digest values the dialect's writer may have stored; absent: it writes none. */
+  contentDigest?: ContentDigest;
 }
 
 export const ROLLGUARD_DIALECT: Dialect = {
   name: 'rollguard',
   enabledLabel: ENABLED_LABEL,
+  ignoreLabel: IGNORE_LABEL,
+  kinds: WORKLOAD_KINDS,
   annotationKey,
   isOwnAnnotation: isRollguardAnnotation,
   annotationTarget,
@@ -151,6 +174,14 @@ export const ROLLGUARD_DIALECT: Dialect = {
   noVersion: (value) => value === ABSENT,
   baselineDigests: true,
 };
+
+/**
+ * The dialect a workload with `labels` is restarted in: the first of `dialects` (in precedence
+ * order) whose label opts it in and, when `kind` is given, that speaks that kind; undefined: not opted in.
+ */
+export function dialectOf(dialects: readonly Dialect[], labels: Record<string, string> | null | undefined, kind?: string): Dialect | undefined {
+  return dialects.find((d) => labels?.[d.enabledLabel] === 'true' && (kind === undefined || (d.kinds as readonly string[]).includes(kind)));
+}
 
 function ignoredNames(annotations: Record<string, string> | undefined, key: string): Set<string> {
   const names = new Set<string>();

@@ -19,8 +19,7 @@ import { Controller } from '../kube/controller.js';
 import { TokenBucket } from '../kube/token-bucket.js';
 import type { Runnable } from '../manager.js';
 import type { Metrics } from '../metrics.js';
-import { dialectFor, ignoreLabels, STACKABLE_ENABLED_LABEL, type CompatMode } from '../compat/stackable.js';
-import { ENABLED_LABEL, IGNORE_LABEL, type VersionLookup } from './annotations.js';
+import { ENABLED_LABEL, ROLLGUARD_DIALECT, type Dialect, type VersionLookup } from './annotations.js';
 import type { StatefulSetOnlyFeature } from './kind-features.js';
 import { DigestKeySource } from './digest-key.js';
 import { DigestReader } from './digest-reader.js';
@@ -71,8 +70,11 @@ export interface RestarterControllerOptions {
   ownNamespace?: string;
   /** The features a Deployment or DaemonSet is warned it asks for in vain (rollout/, handover/). */
   statefulSetOnly?: readonly StatefulSetOnlyFeature[];
-  /** 'stackable': also commons-operator's label, keys, values and opt-outs (src/compat/stackable.ts). */
-  compat?: CompatMode;
+  /**
+   * The dialects besides rollguard's (--compat stackable: commons-operator's label, keys, values
+   * and opt-outs, src/compat/stackable.ts); on a workload with both labels they win.
+   */
+  compatDialects?: readonly Dialect[];
 }
 
 export interface RestarterStatus {
@@ -177,8 +179,8 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   const log = logger.child({ component: 'restarter' });
 
   const api = new RawApi(opts.kubeConfig);
-  const compat = opts.compat ?? '';
-  const ignore = ignoreLabels(compat, IGNORE_LABEL);
+  const dialects = [...(opts.compatDialects ?? []), ROLLGUARD_DIALECT];
+  const ignore = [...new Set(dialects.map((d) => d.ignoreLabel))];
   const metadata: Record<ObjectKind, MetadataCache> = {
     ConfigMap: createMetadataCache({ name: 'ConfigMap cache', api, plural: 'configmaps', namespaces: opts.namespaces, ignoreLabel: ignore, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
     Secret: createMetadataCache({ name: 'Secret cache', api, plural: 'secrets', namespaces: opts.namespaces, ignoreLabel: ignore, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
@@ -186,13 +188,11 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   const workloadCache = <K extends WorkloadKind>(kind: K, label = ENABLED_LABEL): WorkloadCache<K> =>
     createWorkloadCache(kind, { api, namespaces: opts.namespaces, labelSelector: `${label}=true`, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs });
   const workloads: WorkloadCaches = { StatefulSet: workloadCache('StatefulSet'), Deployment: workloadCache('Deployment'), DaemonSet: workloadCache('DaemonSet') };
-  // One label selector cannot OR two labels: Stackable's opt-in (StatefulSets only) is a second label-filtered watch.
-  const stackableSets = compat === 'stackable' ? workloadCache('StatefulSet', STACKABLE_ENABLED_LABEL) : undefined;
-  const stores: Record<WorkloadKind, WorkloadStore> = {
-    StatefulSet: unionOf([storeOf(workloads.StatefulSet), ...(stackableSets ? [storeOf(stackableSets)] : [])]),
-    Deployment: storeOf(workloads.Deployment),
-    DaemonSet: storeOf(workloads.DaemonSet),
-  };
+  // One label selector cannot OR two labels: another dialect's opt-in is a label-filtered watch of its own, per kind it speaks.
+  const compatCaches = (opts.compatDialects ?? []).flatMap((d) => d.kinds.map((kind) => workloadCache(kind, d.enabledLabel)));
+  const storesOf = <K extends WorkloadKind>(kind: K): WorkloadStore =>
+    unionOf([storeOf(workloads[kind]), ...compatCaches.filter((c) => c.kind === kind).map((c) => storeOf(c))]);
+  const stores: Record<WorkloadKind, WorkloadStore> = { StatefulSet: storesOf('StatefulSet'), Deployment: storesOf('Deployment'), DaemonSet: storesOf('DaemonSet') };
   const workloadStore = (kind: WorkloadKind): WorkloadStore => stores[kind];
   metrics.watchCacheAge('ConfigMap', () => metadata.ConfigMap.informer.lastEventAgeSeconds());
   metrics.watchCacheAge('Secret', () => metadata.Secret.informer.lastEventAgeSeconds());
@@ -201,7 +201,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     metadata.ConfigMap.informer,
     metadata.Secret.informer,
     ...WORKLOAD_KINDS.map((kind) => workloads[kind].informer),
-    ...(stackableSets ? [stackableSets.informer] : []),
+    ...compatCaches.map((c) => c.informer),
   ];
   const index = new ReverseIndex();
   const apps = opts.kubeConfig.makeApiClient(AppsV1Api);
@@ -215,10 +215,12 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   const cachesSynced = (): boolean => informers.every((i) => i.synced());
 
   const digestKeys = opts.ownNamespace !== undefined ? new DigestKeySource(opts.kubeConfig, opts.ownNamespace) : undefined;
-  const digestReader = digestKeys ? new DigestReader(api, () => digestKeys.keys(), (kind) => metrics.dataReads.inc({ kind })) : undefined;
+  // only a dialect that writes content digests (Stackable's) costs the extra digest of every read
+  const contentDigest = dialects.find((d) => d.contentDigest)?.contentDigest;
+  const digestReader = digestKeys ? new DigestReader(api, () => digestKeys.keys(), (kind) => metrics.dataReads.inc({ kind }), undefined, contentDigest?.of) : undefined;
   const reconciler = new Reconciler({
     workload: (kind, namespace, name) => workloadStore(kind).get(namespace, name),
-    dialectOf: (labels) => dialectFor(labels, compat),
+    dialects,
     statefulSetOnly: opts.statefulSetOnly,
     lookup,
     cachesSynced,

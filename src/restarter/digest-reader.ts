@@ -1,4 +1,3 @@
-import { stackableContentDigest } from '../compat/content-digest.js';
 import type { RawApi } from '../kube/raw-api.js';
 import { isNotFound } from '../kube/raw-api.js';
 import { dataDigests, type KeyDigests, type ObjectData } from './digests.js';
@@ -12,7 +11,7 @@ export interface DigestRead {
   version: string;
   /** Key id → digests, for every key the source held. */
   digests: Map<string, KeyDigests>;
-  /** The unkeyed digest commons-operator writes in `<uid>/<digest>` (--compat stackable); absent for ABSENT. */
+  /** The unkeyed content digest of a dialect that writes one (commons-operator's `<uid>/<digest>`, --compat stackable); absent for ABSENT, and without such a dialect. */
   contentDigest?: string;
 }
 
@@ -44,6 +43,8 @@ export class DigestReader {
     private readonly keys: () => Promise<DigestKeys>,
     private readonly counted: (kind: ObjectKind) => void = () => undefined,
     private readonly now: () => number = Date.now,
+    /** The content digest of a dialect that writes one (Dialect.contentDigest); omitted: none is computed. */
+    private readonly contentDigest?: (kind: ObjectKind, object: ObjectData) => string,
   ) {}
 
   read(kind: ObjectKind, namespace: string, name: string, seen: string): Promise<DigestRead> {
@@ -87,6 +88,6 @@ export class DigestReader {
     const digests = new Map<string, KeyDigests>();
     for (const [keyId, key] of keys.keys) digests.set(keyId, dataDigests(kind, object, key));
     const version = `${object.metadata?.uid ?? ''}/${object.metadata?.resourceVersion ?? ''}`;
-    return { version, digests, contentDigest: stackableContentDigest(kind, object) };
+    return { version, digests, ...(this.contentDigest ? { contentDigest: this.contentDigest(kind, object) } : {}) };
   }
 }

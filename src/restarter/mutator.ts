@@ -25,7 +25,7 @@ export interface RestarterMutatorDeps {
   lookup: VersionLookup;
   /** How far the cache of `kind` has seen in `namespace`. */
   cacheProgress?: (kind: ObjectKind, namespace: string) => string;
-  /** The dialect of a workload with these labels; omitted or undefined: rollguard's. */
+  /** The dialect of a workload with these labels; omitted, undefined, or one that does not speak the request's kind: rollguard's. */
   dialectOf?: (labels: Record<string, string> | undefined) => Dialect | undefined;
 }
 
@@ -45,7 +45,8 @@ export interface RestarterMutatorDeps {
 export function restarterMutator(deps: RestarterMutatorDeps): Mutator {
   return (request, object) => {
     const workload = restarterView(object);
-    const dialect = deps.dialectOf?.(workload.metadata.labels) ?? ROLLGUARD_DIALECT;
+    const labelled = deps.dialectOf?.(workload.metadata.labels);
+    const dialect = labelled && (labelled.kinds as readonly string[]).includes(request.kind.kind) ? labelled : ROLLGUARD_DIALECT;
     const template = workload.spec?.template ?? undefined;
     // On CREATE the object's own namespace is often still empty; the request's is authoritative.
     const namespace = request.namespace || workload.metadata?.namespace || '';

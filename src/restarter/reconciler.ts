@@ -13,6 +13,7 @@ import {
   RESTART_REASON_ANNOTATION,
   ROLLGUARD_DIALECT,
   annotationChanges,
+  dialectOf,
   planAnnotations,
   type AnnotationChange,
   type DesiredAnnotation,
@@ -30,7 +31,6 @@ import { templateAnnotationOps, workloadAnnotationOps } from './patch.js';
 import type { ObjectKind } from './references.js';
 import { recordCovers, type DigestRecord } from './digests.js';
 import { numericResourceVersion, parseAnnotationValue } from './versions.js';
-import { contentDigestValue } from '../compat/stackable.js';
 
 /** Event reasons: a referenced object changed; references tracked for the first time (or newly); references dropped. */
 export const REASON_CONFIG_CHANGED = 'ConfigChanged';
@@ -75,8 +75,8 @@ export interface ReconcilerDeps {
   now?: () => Date;
   /** What a Deployment or DaemonSet is warned it asks for in vain (rollout/, handover/); omitted: none. */
   statefulSetOnly?: readonly StatefulSetOnlyFeature[];
-  /** The dialect a set is restarted in, from its labels; undefined: not opted in. Omitted: rollguard's label and dialect. */
-  dialectOf?: (labels: Record<string, string> | undefined) => Dialect | undefined;
+  /** The dialects a workload may be restarted in, in precedence order (annotations.ts dialectOf); omitted: rollguard's alone. */
+  dialects?: readonly Dialect[];
   /**
    * The data check: one object's digests from a fresh GET (shared by the sets that reference it),
    * and the id of the key digests are written under. Omitted: every version bump rolls.
@@ -256,11 +256,8 @@ export class Reconciler {
     return set;
   }
 
-  /** Stackable's dialect is for StatefulSets only, as its restarter is; another kind speaks rollguard's. */
   private dialectOf(kind: WorkloadKind, set: Workload): Dialect | undefined {
-    const labels = set.metadata?.labels;
-    if (this.deps.dialectOf && kind === 'StatefulSet') return this.deps.dialectOf(labels);
-    return labels?.[ROLLGUARD_DIALECT.enabledLabel] === 'true' ? ROLLGUARD_DIALECT : undefined;
+    return dialectOf(this.deps.dialects ?? [ROLLGUARD_DIALECT], set.metadata?.labels, kind);
   }
 
   private plan(kind: WorkloadKind, set: Workload): Plan | undefined {
@@ -480,8 +477,8 @@ export class Reconciler {
     for (const d of plan.desired) {
       const stored = Object.hasOwn(template, d.key) ? template[d.key] : undefined;
       const record = records.get(d.key);
-      // commons-operator's `<uid>/<content digest>`: kept while the object's data still has that digest
-      const digestForm = plan.dialect.name === 'stackable' && stored !== undefined ? contentDigestValue(stored) : undefined;
+      // a dialect's `<uid>/<content digest>` (commons-operator's): kept while the object's data still has that digest
+      const digestForm = stored !== undefined ? plan.dialect.contentDigest?.parse(stored) : undefined;
       if (stored !== undefined && digestForm && stored !== d.value && parseAnnotationValue(d.value).kind === 'version' && d.value.startsWith(`${digestForm.uid}/`)) {
         const fresh = await readData(d);
         desired.push(fresh?.contentDigest === digestForm.digest ? { ...d, value: stored } : d);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ApiStatusError, type RawApi } from '../../src/kube/raw-api.js';
+import { STACKABLE_DIALECT } from '../../src/compat/stackable.js';
 import { DigestReader } from '../../src/restarter/digest-reader.js';
 
 const KEYS = async () => ({ currentId: 'k1', keys: new Map([['k1', Buffer.alloc(32, 1)]]) });
@@ -31,6 +32,15 @@ describe('DigestReader', () => {
     clock = 60_000;
     await reader.read('Secret', 'ns', 'creds', 'u/9');
     expect(paths).toHaveLength(2);
+  });
+
+  it('computes a content digest only for a dialect that writes one (--compat stackable)', async () => {
+    const object = { metadata: { uid: 'u', resourceVersion: '9' }, data: { foo: 'bar' } };
+    const plain = await new DigestReader(fakeApi(() => object).api, KEYS).read('ConfigMap', 'ns', 'app', 'u/9');
+    expect(plain).not.toHaveProperty('contentDigest');
+    const stackable = await new DigestReader(fakeApi(() => object).api, KEYS, undefined, undefined, STACKABLE_DIALECT.contentDigest?.of).read('ConfigMap', 'ns', 'app', 'u/9');
+    // the known answer of commons-operator's digest for {foo: bar} (stackable.test.ts)
+    expect(stackable.contentDigest).toBe('401bdc692ecd7b9bb6b02f186e2976c3');
   });
 
   it('a missing object reads as absent; a failed read is not remembered', async () => {

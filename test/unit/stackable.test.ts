@@ -5,7 +5,7 @@ import {
   STACKABLE_DIALECT,
   dialectFor,
   enabledLabels,
-  ignoreLabels,
+  compatDialects,
   isContentDigestValue,
   stackableAnnotationKey,
   stackableAnnotationTarget,
@@ -113,8 +113,8 @@ describe('the Stackable dialect: opt-outs and opt-in', () => {
   it('watches and ignores by both labels only under --compat stackable', () => {
     expect(enabledLabels('')).toEqual(['rollguard.io/enabled']);
     expect(enabledLabels('stackable')).toEqual(['rollguard.io/enabled', 'restarter.stackable.tech/enabled']);
-    expect(ignoreLabels('stackable', 'rollguard.io/ignore')).toEqual(['rollguard.io/ignore', 'restarter.stackable.tech/ignore']);
-    expect(ignoreLabels('', 'rollguard.io/ignore')).toEqual(['rollguard.io/ignore']);
+    expect([ROLLGUARD_DIALECT, ...compatDialects('stackable')].map((d) => d.ignoreLabel)).toEqual(['rollguard.io/ignore', 'restarter.stackable.tech/ignore']);
+    expect([ROLLGUARD_DIALECT, ...compatDialects('')].map((d) => d.ignoreLabel)).toEqual(['rollguard.io/ignore']);
   });
 });
 
