@@ -4,6 +4,7 @@ import { Registry } from 'prom-client';
 import { Manager } from '../src/manager.js';
 import { createMetrics } from '../src/metrics.js';
 import { ENABLED_LABEL } from '../src/restarter/annotations.js';
+import { EventRecorder } from '../src/kube/events.js';
 import { createRestarterController } from '../src/restarter/controller.js';
 import { startControlPlane } from '../src/dev/control-plane.js';
 
@@ -53,6 +54,7 @@ async function phase(kc: KubeConfig, label: string, minRestartIntervalMs: number
     await apps.createNamespacedStatefulSet({ namespace, body });
   }
   const controller = createRestarterController({
+    events: new EventRecorder({ kubeConfig: kc, component: 'rollguard', logger }),
     kubeConfig: kc,
     namespaces: [namespace],
     logger,

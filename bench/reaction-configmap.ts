@@ -7,6 +7,7 @@ import { loadKubeConfig } from '../src/kube/kubeconfig.js';
 import { Manager } from '../src/manager.js';
 import { createMetrics } from '../src/metrics.js';
 import { ENABLED_LABEL, annotationKey } from '../src/restarter/annotations.js';
+import { EventRecorder } from '../src/kube/events.js';
 import { createRestarterController } from '../src/restarter/controller.js';
 
 // Reaction time of the reconcile loop: from a ConfigMap update to the patched workloads, seen
@@ -152,8 +153,10 @@ async function scenario(kc: KubeConfig, shape: Shape, logger: Logger): Promise<R
     ];
     for (const [variant, { dataCheck, pooled }] of variants.entries()) {
       const runMetrics = createMetrics(new Registry());
+      const runKubeConfig = pooled ? kc : perCallKubeConfig(kc);
       const controller = createRestarterController({
-        kubeConfig: pooled ? kc : perCallKubeConfig(kc),
+        events: new EventRecorder({ kubeConfig: runKubeConfig, component: 'rollguard', logger }),
+        kubeConfig: runKubeConfig,
         minRestartIntervalMs: 0,
         namespaces: [namespace],
         logger,

@@ -68,6 +68,9 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
   const namespaces = config.watchNamespaces.length > 0 ? config.watchNamespaces : undefined;
   const compat = config.compat as CompatMode;
 
+  // one recorder: one aggregation of repeated Events, one retry queue, one reporting instance
+  const events = new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger });
+
   const restarter = createRestarterController({
     kubeConfig,
     namespaces,
@@ -79,7 +82,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     resyncPeriodMs: config.resyncPeriod,
     logger,
     metrics,
-    instance: identity,
+    events,
     ownNamespace: namespace,
     compatDialects: compatDialects(compat),
     statefulSetOnly: [HEALTH_GATED_ROLLOUTS, PRIMARY_HANDOVER],
@@ -94,7 +97,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     allowedProbeHosts: config.allowedProbeHosts,
     logger,
     metrics,
-    events: new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger }),
+    events,
     // a write that stops a primary's pod waits for the role to move
     gate: handoverGates({ kubeConfig, metrics, logger }),
   });
@@ -115,6 +118,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     servingValiditySeconds: config.certValidity / 1000,
     renewBeforeSeconds: config.certRenewBefore / 1000,
     keyBits: config.keyBits,
+    events,
   });
 
   const currentReadiness = (): Readiness =>
@@ -147,7 +151,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
           statefulSets: restarter.statefulSets.store,
           maxDeferMs: config.evictionDeferMax,
           metrics,
-          events: new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger }),
+          events,
           logger,
         }),
       },
@@ -160,7 +164,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
   // --compat stackable: pods are evicted at their restarter.stackable.tech/expires-at.* times
   const podRestarter =
     compat === 'stackable'
-      ? createPodRestarter({ kubeConfig, namespaces, events: new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger }), logger, metrics, watchIdleTimeoutMs: config.watchIdleTimeout })
+      ? createPodRestarter({ kubeConfig, namespaces, events, logger, metrics, watchIdleTimeoutMs: config.watchIdleTimeout })
       : undefined;
 
   // the controllers run only while this replica leads; each term starts them in order, stops them in reverse

@@ -38,9 +38,22 @@ export function splitWorkloadKey(key: string): { kind: WorkloadKind; namespace: 
   return { kind, namespace, name };
 }
 
-/** "Deployment ns/web": how logs, errors and status name the workload of a key. */
-export function describeWorkload(key: string): string {
-  const { kind, namespace, name } = splitWorkloadKey(key);
+/** A workload's identity, parsed once from its key at the edge of the queue and carried from there. */
+export interface WorkloadRef {
+  readonly kind: WorkloadKind;
+  readonly namespace: string;
+  readonly name: string;
+  /** `Kind/namespace/name` (workloadKey): what the queue and the per-workload memories go by. */
+  readonly key: string;
+}
+
+export function workloadRef(key: string): WorkloadRef {
+  return { ...splitWorkloadKey(key), key };
+}
+
+/** "Deployment ns/web": how logs, errors and status name a workload, from its key or its parsed ref. */
+export function describeWorkload(workload: string | Omit<WorkloadRef, 'key'>): string {
+  const { kind, namespace, name } = typeof workload === 'string' ? splitWorkloadKey(workload) : workload;
   return `${kind} ${namespace}/${name}`;
 }
 

@@ -1,7 +1,7 @@
 import { AppsV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Operation } from 'fast-json-patch';
 import type { Logger } from 'pino';
-import { EventRecorder } from '../kube/events.js';
+import type { EventRecorder } from '../kube/events.js';
 import type { CacheStatus, Informer } from '../kube/informer.js';
 import {
   PARTIAL_METADATA_LIST_ACCEPT,
@@ -23,7 +23,7 @@ import { ENABLED_LABEL, ROLLGUARD_DIALECT, type Dialect, type VersionLookup } fr
 import type { StatefulSetOnlyFeature } from './kind-features.js';
 import { DigestKeySource } from './digest-key.js';
 import { DigestReader } from './digest-reader.js';
-import { Reconciler, type FreshRead } from './reconciler.js';
+import { RestarterReconciler, type FreshRead } from './reconciler.js';
 import type { ObjectKind } from './references.js';
 import { ReverseIndex } from './reverse-index.js';
 import { objectEventWakesReferrers, workloadEventEffect } from './wakes.js';
@@ -44,8 +44,6 @@ export const DEFAULT_WORKERS = 4;
  * to date costs no API call, so this is cheap.
  */
 export const DEFAULT_RESYNC_PERIOD_MS = 10 * 60_000;
-/** Whoever patches is named in Events and logs with this. */
-export const COMPONENT = 'rollguard';
 
 export interface RestarterControllerOptions {
   kubeConfig: KubeConfig;
@@ -64,8 +62,8 @@ export interface RestarterControllerOptions {
   resyncPeriodMs?: number;
   logger: Logger;
   metrics: Metrics;
-  /** This replica's name in Events; the host name by default. */
-  instance?: string;
+  /** Records the Event of every template change (main.ts builds the one recorder). */
+  events: Pick<EventRecorder, 'record'>;
   /** rollguard's own namespace, where the digest key Secret lives; omitted: no data check (every version bump rolls). */
   ownNamespace?: string;
   /** The features a Deployment or DaemonSet is warned it asks for in vain (rollout/, handover/). */
@@ -205,7 +203,6 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   ];
   const index = new ReverseIndex();
   const apps = opts.kubeConfig.makeApiClient(AppsV1Api);
-  const events = new EventRecorder({ kubeConfig: opts.kubeConfig, component: COMPONENT, instance: opts.instance, logger: log });
   const maxRestartsPerSecond = opts.maxRestartsPerSecond ?? DEFAULT_MAX_RESTARTS_PER_SECOND;
   // A burst of one second's worth: a handful of sets roll at once, a thousand do not.
   const restartBurst = Number.isFinite(maxRestartsPerSecond) ? Math.max(1, Math.ceil(maxRestartsPerSecond)) : 1;
@@ -218,7 +215,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   // only a dialect that writes content digests (Stackable's) costs the extra digest of every read
   const contentDigest = dialects.find((d) => d.contentDigest)?.contentDigest;
   const digestReader = digestKeys ? new DigestReader(api, () => digestKeys.keys(), (kind) => metrics.dataReads.inc({ kind }), undefined, contentDigest?.of) : undefined;
-  const reconciler = new Reconciler({
+  const reconciler = new RestarterReconciler({
     workload: (kind, namespace, name) => workloadStore(kind).get(namespace, name),
     dialects,
     statefulSetOnly: opts.statefulSetOnly,
@@ -228,7 +225,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     readFresh: (kind, namespace, name) => readFresh(api, kind, namespace, name, ignore),
     minRestartIntervalMs: opts.minRestartIntervalMs ?? DEFAULT_MIN_RESTART_INTERVAL_MS,
     patchWorkload: (kind, namespace, name, ops) => patchWorkload(apps, kind, namespace, name, ops),
-    events,
+    events: opts.events,
     restartLimiter,
     logger: log,
     metrics,

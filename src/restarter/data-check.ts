@@ -1,4 +1,5 @@
-import { changedKeys, recordCovers, sameDigests, type DigestRecord } from './digests.js';
+import { annotationChanges, type AnnotationChange, type DesiredAnnotation, type Dialect } from './annotations.js';
+import { changedKeys, formatDigestRecords, recordCovers, sameDigests, type DigestRecord } from './digests.js';
 import type { DigestRead } from './digest-reader.js';
 import { parseAnnotationValue } from './versions.js';
 
@@ -58,4 +59,99 @@ export function baselineRecord(stored: string, record: DigestRecord | undefined,
 export function needsBaseline(stored: string, record: DigestRecord | undefined, currentKeyId: string): boolean {
   if (rv(stored) === undefined) return false;
   return !recordCovers(record, stored) || record.keyId !== currentKeyId;
+}
+
+/** One planned reference of a workload, as the data check sees it. */
+export interface DataCheckItem {
+  /** What the plan would write (its `value`). */
+  planned: DesiredAnnotation;
+  /** The template's value now; undefined: not tracked yet. */
+  stored: string | undefined;
+  /** The workload's digest record for the key. */
+  record: DigestRecord | undefined;
+}
+
+/** Whether the data check reads the item's object, and why. */
+export type DataStep =
+  | { read: false }
+  /** The stored value is the dialect's `<uid>/<content digest>` of the same object: kept while the data has `digest`. */
+  | { read: true; why: 'content-digest'; digest: string }
+  /** A version bump, decided on the data (judgeRead). */
+  | { read: true; why: 'bump'; stored: string }
+  /** No record right for the unchanged value: a read makes one (baselineRecord). */
+  | { read: true; why: 'baseline' };
+
+/**
+ * What the data check does with one item before any read. `cachedAt`: whether the cache shows
+ * the object where a read can make a record (asked only for a baseline).
+ */
+export function dataStep(item: DataCheckItem, dialect: Dialect, currentKeyId: string, cachedAt: () => boolean): DataStep {
+  const { planned, stored, record } = item;
+  if (stored === undefined || stored === planned.value) {
+    const baseline = stored !== undefined && dialect.baselineDigests && needsBaseline(planned.value, record, currentKeyId) && cachedAt();
+    return baseline ? { read: true, why: 'baseline' } : { read: false };
+  }
+  const plannedVersion = parseAnnotationValue(planned.value).kind === 'version';
+  const contentDigest = dialect.contentDigest?.parse(stored);
+  if (contentDigest && plannedVersion && planned.value.startsWith(`${contentDigest.uid}/`)) return { read: true, why: 'content-digest', digest: contentDigest.digest };
+  if (plannedVersion && parseAnnotationValue(stored).kind === 'version') return { read: true, why: 'bump', stored };
+  return { read: false };
+}
+
+/** What the check makes of one item: the value to write, the record to keep, the changed keys, whether it was metadata only. */
+export interface DataOutcome {
+  value: string;
+  record?: DigestRecord;
+  /** For the Event of a bump whose data changed; null: changed, keys not nameable. */
+  keys?: string[] | null;
+  /** A bump held back: the data is the stored version's. */
+  metadataOnly?: { from: string; to: string };
+}
+
+/** The item's outcome from its step and the read it called for (undefined: none, or the read failed: the plan stands). */
+export function dataOutcome(item: DataCheckItem, step: DataStep, read: DigestRead | undefined, currentKeyId: string): DataOutcome {
+  const { planned, stored, record } = item;
+  if (!step.read) return { value: planned.value, ...(stored === planned.value && record ? { record } : {}) };
+  switch (step.why) {
+    case 'content-digest':
+      return { value: read?.contentDigest === step.digest && stored !== undefined ? stored : planned.value };
+    case 'baseline': {
+      const made = read ? baselineRecord(planned.value, record, read, currentKeyId) : undefined;
+      const kept = made ?? (recordCovers(record, planned.value) ? record : undefined);
+      return { value: planned.value, ...(kept ? { record: kept } : {}) };
+    }
+    case 'bump': {
+      const verdict = read ? judgeRead(step.stored, planned.value, record, read, currentKeyId) : ({ kind: 'none' } as const);
+      switch (verdict.kind) {
+        case 'none':
+          return { value: planned.value };
+        case 'same':
+          return { value: step.stored, record: verdict.record, metadataOnly: { from: step.stored, to: verdict.record.version } };
+        case 'changed':
+          return { value: verdict.value, record: verdict.record, keys: verdict.keys };
+        case 'unknown':
+          return { value: verdict.value, record: verdict.record };
+      }
+    }
+  }
+}
+
+/**
+ * The plan after the check: the values to write, the changes they make to the `template`
+ * annotations (a data change names its keys), and DIGESTS_ANNOTATION as it should be
+ * (undefined: `haveDigests` is right already; null: removed).
+ */
+export function checkedPlan(
+  items: readonly DataCheckItem[],
+  outcomes: readonly DataOutcome[],
+  template: Record<string, string>,
+  haveDigests: string | null,
+  dialect: Dialect,
+): { desired: DesiredAnnotation[]; changes: AnnotationChange[]; digests?: string | null } {
+  const desired = items.map((item, i) => ({ ...item.planned, value: outcomes[i]!.value }));
+  const keysOf = new Map(items.flatMap((item, i) => (outcomes[i]!.keys !== undefined ? [[item.planned.key, outcomes[i]!.keys ?? null] as const] : [])));
+  const changes = annotationChanges(template, desired, dialect).map((c) => (keysOf.has(c.key) ? { ...c, dataKeys: keysOf.get(c.key) } : c));
+  const records = new Map(items.flatMap((item, i) => (outcomes[i]!.record ? [[item.planned.key, outcomes[i]!.record!] as const] : [])));
+  const want = formatDigestRecords(records) ?? null;
+  return { desired, changes, digests: want === haveDigests ? undefined : want };
 }

@@ -2,8 +2,9 @@ import type { Operation } from 'fast-json-patch';
 import type { Logger } from 'pino';
 import { ConflictError, errorText, isConflict, isOutcomeUnknown, statusCode } from '../kube/api-status.js';
 import { policyDenial, REASON_WRITE_DENIED } from '../kube/policy-denial.js';
+import type { ReconcileResult, Reconciler } from '../kube/controller.js';
 import type { EventRecorder, EventSubject } from '../kube/events.js';
-import { describeWorkload, splitWorkloadKey, type Workload, type WorkloadKind } from '../kube/workloads.js';
+import { describeWorkload, workloadRef, type Workload, type WorkloadKind, type WorkloadRef } from '../kube/workloads.js';
 import type { TokenBucket } from '../kube/token-bucket.js';
 import type { Metrics } from '../metrics.js';
 import {
@@ -24,9 +25,9 @@ import {
 } from './annotations.js';
 import { describeChange } from './change-text.js';
 import { REASON_UNSUPPORTED_FOR_KIND, annotationWritesBumpGeneration, unsupportedFeatures, unsupportedMessage, type StatefulSetOnlyFeature } from './kind-features.js';
-import { baselineRecord, judgeRead, needsBaseline } from './data-check.js';
+import { checkedPlan, dataOutcome, dataStep, needsBaseline, type DataCheckItem, type DataOutcome } from './data-check.js';
 import type { DigestRead } from './digest-reader.js';
-import { DIGESTS_ANNOTATION, formatDigestRecords, parseDigestRecords } from './digests.js';
+import { DIGESTS_ANNOTATION, parseDigestRecords } from './digests.js';
 import { templateAnnotationOps, workloadAnnotationOps } from './patch.js';
 import type { ObjectKind } from './references.js';
 import { recordCovers, type DigestRecord } from './digests.js';
@@ -87,11 +88,10 @@ export interface ReconcilerDeps {
   };
 }
 
-export interface ReconcileResult {
+/** The runtime's result, and what the reconcile wrote. */
+export interface RestarterReconcileResult extends ReconcileResult {
   /** The reason of the patch written, if one was. */
   patched?: string;
-  /** Look again after this long; no error, just not yet. */
-  requeueAfterMs?: number;
 }
 
 /** A template write that failed with no answer: it may have been stored, and then its restart is told when the set is seen with it. */
@@ -173,7 +173,7 @@ function kindsIn(reason: string): ObjectKind[] {
  * leader) patches nothing that did not really change. Never moves a value backwards; at most one
  * template patch per set per restart floor; every patch has its Event and log line.
  */
-export class Reconciler {
+export class RestarterReconciler implements Reconciler {
   private readonly lagSince = new Map<string, number>();
   private readonly inDoubt = new Map<string, WriteInDoubt>();
   /** Sets whose current deferral has had its Event. */
@@ -188,33 +188,34 @@ export class Reconciler {
     this.now = deps.now ?? (() => new Date());
   }
 
-  async reconcile(key: string, signal: AbortSignal): Promise<ReconcileResult> {
+  async reconcile(key: string, signal: AbortSignal): Promise<RestarterReconcileResult> {
     const { deps } = this;
     if (!deps.cachesSynced()) return { requeueAfterMs: NOT_SYNCED_RETRY_MS };
-    const { kind, namespace, name } = splitWorkloadKey(key);
+    const ref = workloadRef(key);
+    const { kind, namespace, name } = ref;
     const set = this.enabledSet(kind, namespace, name);
     if (!set) {
-      this.toldUnsupported.delete(key);
-      return this.forget(key);
+      this.toldUnsupported.delete(ref.key);
+      return this.forget(ref);
     }
-    await this.tellUnsupported(key, kind, set);
-    await this.settleInDoubt(key, set);
-    if (set.metadata?.annotations?.[RESTART_REASON_ANNOTATION] !== undefined) return this.explainAdmission(key, set);
+    await this.tellUnsupported(ref, set);
+    await this.settleInDoubt(ref, set);
+    if (set.metadata?.annotations?.[RESTART_REASON_ANNOTATION] !== undefined) return this.explainAdmission(ref, set);
 
     let plan = this.plan(kind, set);
-    if (!plan) return this.forget(key);
+    if (!plan) return this.forget(ref);
     let fromTheFuture: Map<string, ObjectVersion | undefined> | undefined;
     if (plan.heldBack.length > 0) {
-      fromTheFuture = await this.readHeldBack(key, plan);
+      fromTheFuture = await this.readHeldBack(ref, plan);
       if (!fromTheFuture) return { requeueAfterMs: CACHE_LAG_RETRY_MS };
       plan = withFreshVersions(plan, fromTheFuture);
     }
-    this.lagSince.delete(key);
-    plan = await this.checkData(key, plan);
-    if (plan.changes.length === 0) return this.writeFrozen(key, plan);
+    this.lagSince.delete(ref.key);
+    plan = await this.checkData(ref, plan);
+    if (plan.changes.length === 0) return this.writeFrozen(ref, plan);
 
     const wait = this.floorWait(plan.set);
-    if (wait > 0) return this.defer(key, plan, wait);
+    if (wait > 0) return this.defer(ref, plan, wait);
 
     await deps.restartLimiter.take(signal);
     // The wait for a turn may have been long: plan again from what the caches hold now.
@@ -223,15 +224,15 @@ export class Reconciler {
     if (!again) return {};
     if (fromTheFuture && again.heldBack.length > 0) again = withFreshVersions(again, fromTheFuture);
     if (again.heldBack.length > 0) return { requeueAfterMs: 0 };
-    again = await this.checkData(key, again);
+    again = await this.checkData(ref, again);
     if (again.changes.length === 0) return { requeueAfterMs: 0 };
-    return this.writeTemplate(key, again);
+    return this.writeTemplate(ref, again);
   }
 
-  private forget(key: string): ReconcileResult {
-    this.lagSince.delete(key);
-    this.deferred.delete(key);
-    this.inDoubt.delete(key);
+  private forget(ref: WorkloadRef): RestarterReconcileResult {
+    this.lagSince.delete(ref.key);
+    this.deferred.delete(ref.key);
+    this.inDoubt.delete(ref.key);
     return {};
   }
 
@@ -240,13 +241,13 @@ export class Reconciler {
    * landed (the set carries what it wrote: its restart is told now, as it would have been) or
    * did not (forgotten; the plan writes it again and tells it then).
    */
-  private async settleInDoubt(key: string, set: Workload): Promise<void> {
-    const doubt = this.inDoubt.get(key);
+  private async settleInDoubt(ref: WorkloadRef, set: Workload): Promise<void> {
+    const doubt = this.inDoubt.get(ref.key);
     if (!doubt || set.metadata?.resourceVersion === doubt.basedOn) return;
-    this.inDoubt.delete(key);
+    this.inDoubt.delete(ref.key);
     const annotations = set.spec?.template?.metadata?.annotations ?? {};
     const landed = set.metadata?.uid === doubt.uid && doubt.changes.every((c) => annotations[c.key] === c.to);
-    if (landed) await this.tellRestart(key, set, set, doubt.reason, doubt.changes, true);
+    if (landed) await this.tellRestart(ref, set, set, doubt.reason, doubt.changes, true);
   }
 
   private enabledSet(kind: WorkloadKind, namespace: string, name: string): Workload | undefined {
@@ -292,13 +293,13 @@ export class Reconciler {
    *   store (an etcd restored from a backup), which alone is written back, and logged.
    * Returns the fresh versions to write, or undefined to wait.
    */
-  private async readHeldBack(key: string, plan: Plan): Promise<Map<string, ObjectVersion | undefined> | undefined> {
+  private async readHeldBack(ref: WorkloadRef, plan: Plan): Promise<Map<string, ObjectVersion | undefined> | undefined> {
     const now = this.now().getTime();
-    const since = this.lagSince.get(key) ?? now;
-    this.lagSince.set(key, since);
+    const since = this.lagSince.get(ref.key) ?? now;
+    this.lagSince.set(ref.key, since);
     const onlyAbsent = plan.heldBack.every((held) => held.stored === ABSENT);
     if (!onlyAbsent && now - since < FRESH_READ_AFTER_MS) return undefined;
-    this.lagSince.set(key, now);
+    this.lagSince.set(ref.key, now);
     const namespace = plan.set.metadata?.namespace ?? '';
     const fresh = new Map<string, ObjectVersion | undefined>();
     for (const held of plan.heldBack) {
@@ -312,8 +313,8 @@ export class Reconciler {
       const fromTheFuture = revision !== undefined && stored.kind === 'version' && stored.resourceVersion > revision;
       if (!fromTheFuture) return undefined;
       this.deps.logger.warn(
-        { workload: key, kind: held.kind, name: held.name, stored: held.stored, revision: read.revision },
-        `${describeWorkload(key)}: ${held.kind} ${held.name} is annotated ${held.stored}, newer than the store's revision ${read.revision} (etcd restored from a backup?); writing the current version`,
+        { workload: ref.key, kind: held.kind, name: held.name, stored: held.stored, revision: read.revision },
+        `${describeWorkload(ref)}: ${held.kind} ${held.name} is annotated ${held.stored}, newer than the store's revision ${read.revision} (etcd restored from a backup?); writing the current version`,
       );
       fresh.set(`${held.kind}/${held.name}`, read.version);
     }
@@ -326,48 +327,48 @@ export class Reconciler {
     return Math.max(0, last + this.deps.minRestartIntervalMs - this.now().getTime());
   }
 
-  private async defer(key: string, plan: Plan, waitMs: number): Promise<ReconcileResult> {
-    if (!this.deferred.has(key)) {
-      this.deferred.add(key);
+  private async defer(ref: WorkloadRef, plan: Plan, waitMs: number): Promise<RestarterReconcileResult> {
+    if (!this.deferred.has(ref.key)) {
+      this.deferred.add(ref.key);
       this.deps.metrics.restartsDeferred.inc();
       const at = new Date(this.now().getTime() + waitMs).toISOString();
       const message = `Restart deferred until ${at} (at most one per ${this.deps.minRestartIntervalMs / 1000} s): ${plan.changes.map(describeChange).join('; ')}`;
-      this.deps.logger.info({ workload: key, until: at }, `${describeWorkload(key)}: ${message}`);
-      await this.deps.events.record(eventSubject(key, plan.set), { type: 'Normal', reason: REASON_RESTARTS_DEFERRED, message, action: PATCH_ACTION });
+      this.deps.logger.info({ workload: ref.key, until: at }, `${describeWorkload(ref)}: ${message}`);
+      await this.deps.events.record(eventSubject(ref, plan.set), { type: 'Normal', reason: REASON_RESTARTS_DEFERRED, message, action: PATCH_ACTION });
     }
     return { requeueAfterMs: waitMs };
   }
 
-  private async writeTemplate(key: string, plan: Plan): Promise<ReconcileResult> {
+  private async writeTemplate(ref: WorkloadRef, plan: Plan): Promise<RestarterReconcileResult> {
     const { set, desired, changes } = plan;
     const current = set.spec?.template?.metadata?.annotations;
     const reason = patchReason(current, changes, plan.dialect);
     const ops = [
-      ...annotationPatch(splitWorkloadKey(key).kind, set, desired, changes),
+      ...annotationPatch(ref.kind, set, desired, changes),
       ...this.frozenOps(plan),
       ...this.digestOps(plan),
       ...workloadAnnotationOps(set.metadata?.annotations, LAST_RESTART_ANNOTATION, this.now().toISOString()),
     ];
     let patched: Workload;
     try {
-      patched = await this.patch(key, set, ops, 'the pod template annotations');
+      patched = await this.patch(ref, set, ops, 'the pod template annotations');
     } catch (err) {
       if (!(err instanceof ConflictError) && isOutcomeUnknown((err as Error).cause)) {
-        this.inDoubt.set(key, { uid: set.metadata?.uid ?? '', basedOn: set.metadata?.resourceVersion ?? '', reason, changes });
+        this.inDoubt.set(ref.key, { uid: set.metadata?.uid ?? '', basedOn: set.metadata?.resourceVersion ?? '', reason, changes });
       }
       throw err;
     }
-    this.inDoubt.delete(key);
-    this.deferred.delete(key);
-    await this.tellRestart(key, set, patched, reason, changes, false);
+    this.inDoubt.delete(ref.key);
+    this.deferred.delete(ref.key);
+    await this.tellRestart(ref, set, patched, reason, changes, false);
     return { patched: reason };
   }
 
   /** Every template write has its metrics, a log line and an Event naming the set and both versions. */
-  private async tellRestart(key: string, set: Workload, patched: Workload | undefined, reason: string, changes: AnnotationChange[], answerLost: boolean): Promise<void> {
+  private async tellRestart(ref: WorkloadRef, set: Workload, patched: Workload | undefined, reason: string, changes: AnnotationChange[], answerLost: boolean): Promise<void> {
     const { deps } = this;
     const message = changes.map(describeChange).join('; ');
-    const workloadKind = splitWorkloadKey(key).kind;
+    const workloadKind = ref.kind;
     deps.metrics.patches.inc({ reason, kind: workloadKind });
     if (reason === REASON_CONFIG_CHANGED) {
       const kinds = new Set(changes.filter((c) => c.from !== undefined && c.to !== undefined && c.kind).map((c) => c.kind));
@@ -375,15 +376,15 @@ export class Reconciler {
     }
     deps.logger.info(
       {
-        workload: key,
+        workload: ref.key,
         reason,
         resourceVersion: (patched ?? set).metadata?.resourceVersion,
         changes: changes.map((c) => ({ kind: c.kind, name: c.name, key: c.key, from: c.from, to: c.to })),
         ...(answerLost ? { answerLost: true } : {}),
       },
-      `${describeWorkload(key)} restarts: ${message}${answerLost ? " (the write's answer was lost; the set carries it)" : ''}`,
+      `${describeWorkload(ref)} restarts: ${message}${answerLost ? " (the write's answer was lost; the set carries it)" : ''}`,
     );
-    await deps.events.record(eventSubject(key, set, patched), { type: 'Normal', reason, message, action: PATCH_ACTION });
+    await deps.events.record(eventSubject(ref, set, patched), { type: 'Normal', reason, message, action: PATCH_ACTION });
   }
 
   private frozenOps(plan: Plan): Operation[] {
@@ -397,13 +398,13 @@ export class Reconciler {
   }
 
   /** Only the frozen list or the digest records differ: a write of the set's own metadata, which rolls nothing. */
-  private async writeFrozen(key: string, plan: Plan): Promise<ReconcileResult> {
+  private async writeFrozen(ref: WorkloadRef, plan: Plan): Promise<RestarterReconcileResult> {
     // digest records alone are not worth a new generation; they ride along with the next write
-    if (plan.frozen === undefined && annotationWritesBumpGeneration(splitWorkloadKey(key).kind)) return {};
+    if (plan.frozen === undefined && annotationWritesBumpGeneration(ref.kind)) return {};
     const ops = [...this.frozenOps(plan), ...this.digestOps(plan)];
     if (ops.length === 0) return {};
-    await this.patch(key, plan.set, [{ op: 'test', path: '/metadata/resourceVersion', value: plan.set.metadata?.resourceVersion ?? '' }, ...ops], 'the frozen references and data digests');
-    if (plan.frozen !== undefined) this.deps.logger.debug({ workload: key, frozen: plan.frozen }, `${describeWorkload(key)}: frozen references now ${plan.frozen ?? 'none'}`);
+    await this.patch(ref, plan.set, [{ op: 'test', path: '/metadata/resourceVersion', value: plan.set.metadata?.resourceVersion ?? '' }, ...ops], 'the frozen references and data digests');
+    if (plan.frozen !== undefined) this.deps.logger.debug({ workload: ref.key, frozen: plan.frozen }, `${describeWorkload(ref)}: frozen references now ${plan.frozen ?? 'none'}`);
     return {};
   }
 
@@ -448,7 +449,7 @@ export class Reconciler {
    * recorded as equivalent. Different: the bump, with the changed keys for its Event. References
    * without a record get one from a read while the object is still at the template's version.
    */
-  private async checkData(key: string, plan: Plan): Promise<Plan> {
+  private async checkData(ref: WorkloadRef, plan: Plan): Promise<Plan> {
     const data = this.deps.data;
     if (!data) return plan;
     let currentKeyId: string;
@@ -456,7 +457,7 @@ export class Reconciler {
       currentKeyId = await data.currentKeyId();
     } catch (err) {
       // without the key every bump rolls, as before the data check: a change is never missed
-      this.deps.logger.warn({ workload: key, err: errorText(err) }, `${describeWorkload(key)}: no data digest key (${errorText(err)}); version bumps roll without a data check`);
+      this.deps.logger.warn({ workload: ref.key, err: errorText(err) }, `${describeWorkload(ref)}: no data digest key (${errorText(err)}); version bumps roll without a data check`);
       return plan;
     }
     this.keyId = currentKeyId;
@@ -464,63 +465,27 @@ export class Reconciler {
       try {
         return await data.read(d.kind, namespace, d.name, d.value);
       } catch (err) {
-        this.deps.logger.warn({ workload: key, kind: d.kind, object: d.name, err: errorText(err) }, `${describeWorkload(key)}: reading ${d.kind} ${d.name} for its data digest failed (${errorText(err)}); a bump rolls without a data check`);
+        this.deps.logger.warn({ workload: ref.key, kind: d.kind, object: d.name, err: errorText(err) }, `${describeWorkload(ref)}: reading ${d.kind} ${d.name} for its data digest failed (${errorText(err)}); a bump rolls without a data check`);
         return undefined;
       }
     };
     const namespace = plan.set.metadata?.namespace ?? '';
     const template = plan.set.spec?.template?.metadata?.annotations ?? {};
     const records = parseDigestRecords(plan.set.metadata?.annotations);
-    const next = new Map<string, DigestRecord>();
-    const desired: DesiredAnnotation[] = [];
-    const keysOf = new Map<string, string[] | null>();
-    for (const d of plan.desired) {
-      const stored = Object.hasOwn(template, d.key) ? template[d.key] : undefined;
-      const record = records.get(d.key);
-      // a dialect's `<uid>/<content digest>` (commons-operator's): kept while the object's data still has that digest
-      const digestForm = stored !== undefined ? plan.dialect.contentDigest?.parse(stored) : undefined;
-      if (stored !== undefined && digestForm && stored !== d.value && parseAnnotationValue(d.value).kind === 'version' && d.value.startsWith(`${digestForm.uid}/`)) {
-        const fresh = await readData(d);
-        desired.push(fresh?.contentDigest === digestForm.digest ? { ...d, value: stored } : d);
-        continue;
+    const items: DataCheckItem[] = plan.desired.map((planned) => ({ planned, stored: Object.hasOwn(template, planned.key) ? template[planned.key] : undefined, record: records.get(planned.key) }));
+    const outcomes: DataOutcome[] = [];
+    for (const item of items) {
+      const step = dataStep(item, plan.dialect, currentKeyId, () => this.cachedAt(item.planned, namespace, item.record));
+      const outcome = dataOutcome(item, step, step.read ? await readData(item.planned) : undefined, currentKeyId);
+      if (outcome.metadataOnly) {
+        const { kind, name } = item.planned;
+        const { from, to } = outcome.metadataOnly;
+        this.deps.logger.debug({ workload: ref.key, kind, object: name, from, to }, `${describeWorkload(ref)}: ${kind} ${name} changed metadata only (${from} → ${to}); no restart`);
+        this.deps.metrics.metadataOnlyChanges.inc();
       }
-      const bump = stored !== undefined && stored !== d.value && parseAnnotationValue(stored).kind === 'version' && parseAnnotationValue(d.value).kind === 'version';
-      if (bump) {
-        const fresh = await readData(d);
-        const verdict = fresh ? judgeRead(stored, d.value, record, fresh, currentKeyId) : ({ kind: 'none' } as const);
-        if (verdict.kind === 'same') {
-          this.deps.logger.debug(
-            { workload: key, kind: d.kind, object: d.name, from: stored, to: verdict.record.version },
-            `${describeWorkload(key)}: ${d.kind} ${d.name} changed metadata only (${stored} → ${verdict.record.version}); no restart`,
-          );
-          this.deps.metrics.metadataOnlyChanges.inc();
-          desired.push({ ...d, value: stored });
-          next.set(d.key, verdict.record);
-          continue;
-        }
-        if (verdict.kind === 'none') {
-          desired.push(d);
-          continue;
-        }
-        if (verdict.kind === 'changed') keysOf.set(d.key, verdict.keys);
-        desired.push({ ...d, value: verdict.value });
-        next.set(d.key, verdict.record);
-        continue;
-      }
-      desired.push(d);
-      if (plan.dialect.baselineDigests && stored === d.value && needsBaseline(d.value, record, currentKeyId) && this.cachedAt(d, namespace, record)) {
-        const fresh = await readData(d);
-        const made = fresh ? baselineRecord(d.value, record, fresh, currentKeyId) : undefined;
-        if (made) next.set(d.key, made);
-        else if (recordCovers(record, d.value)) next.set(d.key, record);
-        continue;
-      }
-      if (stored === d.value && record) next.set(d.key, record);
+      outcomes.push(outcome);
     }
-    const changes = annotationChanges(template, desired, plan.dialect).map((c) => (keysOf.has(c.key) ? { ...c, dataKeys: keysOf.get(c.key) } : c));
-    const want = formatDigestRecords(next) ?? null;
-    const have = plan.set.metadata?.annotations?.[DIGESTS_ANNOTATION] ?? null;
-    return { ...plan, desired, changes, digests: want === have ? undefined : want };
+    return { ...plan, ...checkedPlan(items, outcomes, template, plan.set.metadata?.annotations?.[DIGESTS_ANNOTATION] ?? null, plan.dialect) };
   }
 
   /**
@@ -528,19 +493,19 @@ export class Reconciler {
    * RESTART_REASON_ANNOTATION: the restart happened with that write. Removed first, then told,
    * so that a retry never tells it twice.
    */
-  private async explainAdmission(key: string, set: Workload): Promise<ReconcileResult> {
+  private async explainAdmission(ref: WorkloadRef, set: Workload): Promise<RestarterReconcileResult> {
     const reason = set.metadata?.annotations?.[RESTART_REASON_ANNOTATION] ?? '';
     const ops: Operation[] = [
       { op: 'test', path: '/metadata/resourceVersion', value: set.metadata?.resourceVersion ?? '' },
       ...workloadAnnotationOps(set.metadata?.annotations, RESTART_REASON_ANNOTATION, undefined),
     ];
-    const patched = await this.patch(key, set, ops, 'the restart reason');
+    const patched = await this.patch(ref, set, ops, 'the restart reason');
     const message = `${reason} (applied at admission, with the owner's change to the template)`;
-    const workloadKind = splitWorkloadKey(key).kind;
+    const workloadKind = ref.kind;
     this.deps.metrics.patches.inc({ reason: REASON_CONFIG_CHANGED, kind: workloadKind });
     for (const kind of kindsIn(reason)) this.deps.metrics.restarts.inc({ kind, workload_kind: workloadKind });
-    this.deps.logger.info({ workload: key, reason: REASON_CONFIG_CHANGED, admission: true }, `${describeWorkload(key)} restarted: ${message}`);
-    await this.deps.events.record(eventSubject(key, set, patched), { type: 'Normal', reason: REASON_CONFIG_CHANGED, message, action: PATCH_ACTION });
+    this.deps.logger.info({ workload: ref.key, reason: REASON_CONFIG_CHANGED, admission: true }, `${describeWorkload(ref)} restarted: ${message}`);
+    await this.deps.events.record(eventSubject(ref, set, patched), { type: 'Normal', reason: REASON_CONFIG_CHANGED, message, action: PATCH_ACTION });
     // the set is queued again by its own watch event: its other annotations are looked at then
     return {};
   }
@@ -550,43 +515,43 @@ export class Reconciler {
    * so, once per object and request (its annotations and their values): a resync, a status write
    * or a rollout tells nothing again; a changed request, or a new leader, tells it once more.
    */
-  private async tellUnsupported(key: string, kind: WorkloadKind, set: Workload): Promise<void> {
+  private async tellUnsupported(ref: WorkloadRef, set: Workload): Promise<void> {
+    const { kind } = ref;
     const requests = unsupportedFeatures(kind, set.metadata?.annotations, this.deps.statefulSetOnly ?? []);
     if (requests.length === 0) {
-      this.toldUnsupported.delete(key);
+      this.toldUnsupported.delete(ref.key);
       return;
     }
     const asked = Object.fromEntries(requests.flatMap((r) => r.annotations).map((k) => [k, set.metadata?.annotations?.[k]]));
     const told = JSON.stringify([set.metadata?.uid, asked]);
-    if (this.toldUnsupported.get(key) === told) return;
-    this.toldUnsupported.set(key, told);
+    if (this.toldUnsupported.get(ref.key) === told) return;
+    this.toldUnsupported.set(ref.key, told);
     const message = unsupportedMessage(kind, requests);
-    this.deps.logger.warn({ workload: key, features: requests.map((r) => r.feature) }, `${describeWorkload(key)}: ${message}`);
-    await this.deps.events.record(eventSubject(key, set), { type: 'Warning', reason: REASON_UNSUPPORTED_FOR_KIND, message, action: 'Ignore' });
+    this.deps.logger.warn({ workload: ref.key, features: requests.map((r) => r.feature) }, `${describeWorkload(ref)}: ${message}`);
+    await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_UNSUPPORTED_FOR_KIND, message, action: 'Ignore' });
   }
 
-  private async patch(key: string, set: Workload, ops: Operation[], what: string): Promise<Workload> {
-    const { kind, namespace, name } = splitWorkloadKey(key);
+  private async patch(ref: WorkloadRef, set: Workload, ops: Operation[], what: string): Promise<Workload> {
     try {
-      return await this.deps.patchWorkload(kind, namespace, name, ops);
+      return await this.deps.patchWorkload(ref.kind, ref.namespace, ref.name, ops);
     } catch (err) {
       const denied = policyDenial(err);
-      if (denied) await this.deps.events.record(eventSubject(key, set), { type: 'Warning', reason: REASON_WRITE_DENIED, message: denied, action: PATCH_ACTION });
+      if (denied) await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_WRITE_DENIED, message: denied, action: PATCH_ACTION });
       if (isConflict(err)) {
         throw new ConflictError(
-          `${describeWorkload(key)} changed since resourceVersion ${set.metadata?.resourceVersion} (HTTP ${statusCode(err)}); will retry from the newer version`,
+          `${describeWorkload(ref)} changed since resourceVersion ${set.metadata?.resourceVersion} (HTTP ${statusCode(err)}); will retry from the newer version`,
           { cause: err },
         );
       }
-      throw new Error(`patching ${what} of ${describeWorkload(key)}: ${errorText(err)}`, { cause: err });
+      throw new Error(`patching ${what} of ${describeWorkload(ref)}: ${errorText(err)}`, { cause: err });
     }
   }
 }
 
-function eventSubject(key: string, set: Workload, patched?: Workload): EventSubject {
+function eventSubject(ref: WorkloadRef, set: Workload, patched?: Workload): EventSubject {
   return {
     apiVersion: 'apps/v1',
-    kind: splitWorkloadKey(key).kind,
+    kind: ref.kind,
     namespace: set.metadata?.namespace ?? '',
     name: set.metadata?.name ?? '',
     uid: set.metadata?.uid ?? '',

@@ -9,7 +9,7 @@ import { FileCertificateSource } from './file-source.js';
 import { CertificateRotator, renewalPolicy, type RenewalPolicyOptions } from './rotator.js';
 import { SecretStore, type SecretContents } from './secret-store.js';
 import { servedByEveryEndpoint } from './served-certificate.js';
-import { EventRecorder } from '../kube/events.js';
+import type { EventRecorder } from '../kube/events.js';
 
 /** How long start() waits for the API server to let us read and, if need be, write the Secret. */
 const STARTUP_TIMEOUT_MS = 60_000;
@@ -51,6 +51,8 @@ export interface CertificateSourceOptions extends Omit<RenewalPolicyOptions, 'se
   webhookConfigurationName?: string;
   /** ValidatingWebhookConfiguration of the eviction guard whose caBundle rollguard keeps when it exists; absent: no injection */
   evictionWebhookConfigurationName?: string;
+  /** Records every rotation as an Event on the Secret; absent: none is recorded. */
+  events?: Pick<EventRecorder, 'record'>;
 }
 
 export function createCertificateSource(opts: CertificateSourceOptions): CertificateSource {
@@ -161,7 +163,7 @@ class SelfManagedSource implements CertificateSource {
         serviceName: policy.serviceName,
         serverName: `${policy.serviceName}.${opts.namespace}.svc`,
       }),
-      events: new EventRecorder({ kubeConfig: opts.kubeConfig, component: 'rollguard', logger: opts.logger }),
+      events: opts.events,
     });
     this.watcher.onContents((contents) => this.onSecret(contents));
     this.watcher.onChange((pair) => recordExpiry(opts.metrics, 'serving', certificateInfo(pair.certPem).notAfter));

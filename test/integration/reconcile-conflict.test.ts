@@ -10,8 +10,8 @@ import { createMetrics } from '../../src/metrics.js';
 import { ENABLED_LABEL, annotationKey, type ObjectVersion } from '../../src/restarter/annotations.js';
 import { createRestarterController } from '../../src/restarter/controller.js';
 import { ConflictError } from '../../src/kube/api-status.js';
-import { Reconciler } from '../../src/restarter/reconciler.js';
-import type { EventSpec, EventSubject } from '../../src/kube/events.js';
+import { RestarterReconciler } from '../../src/restarter/reconciler.js';
+import { EventRecorder, type EventSpec, type EventSubject } from '../../src/kube/events.js';
 
 // A write by the set's owner between rollguard's read and its patch must never be lost.
 describe('restarter and a concurrent owner write', () => {
@@ -49,7 +49,7 @@ describe('restarter and a concurrent owner write', () => {
     });
 
     const recorded: { subject: EventSubject; spec: EventSpec }[] = [];
-    const reconciler = new Reconciler({
+    const reconciler = new RestarterReconciler({
       workload: () => cached,
       lookup: (kind, _ns, name) => (kind === 'ConfigMap' && name === 'cfg' ? version : undefined),
       cachesSynced: () => true,
@@ -89,7 +89,7 @@ describe('restarter and a concurrent owner write', () => {
 
   it('keeps both the owner\'s template change and the new annotation when they race', async () => {
     const metrics = createMetrics(new Registry());
-    const controller = createRestarterController({ kubeConfig: kc, namespaces: [namespace], logger, metrics, debounceMs: 0, minRestartIntervalMs: 0 });
+    const controller = createRestarterController({ events: new EventRecorder({ kubeConfig: kc, component: 'rollguard', logger }), kubeConfig: kc, namespaces: [namespace], logger, metrics, debounceMs: 0, minRestartIntervalMs: 0 });
     const manager = new Manager(controller.runnables, logger);
     try {
       await manager.start();

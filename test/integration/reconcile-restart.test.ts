@@ -8,6 +8,7 @@ import { waitFor, waitUntil } from '../env/wait.js';
 import { Manager } from '../../src/manager.js';
 import { createMetrics } from '../../src/metrics.js';
 import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
+import { EventRecorder } from '../../src/kube/events.js';
 import { createRestarterController, type RestarterController } from '../../src/restarter/controller.js';
 
 const DEBOUNCE_MS = 300;
@@ -23,7 +24,7 @@ describe('restarter across a restart of rollguard', () => {
 
   async function startRollguard(): Promise<NonNullable<typeof running>> {
     const metrics = createMetrics(new Registry());
-    const controller = createRestarterController({ minRestartIntervalMs: 0, kubeConfig: kc, namespaces: [namespace], logger, metrics, debounceMs: DEBOUNCE_MS });
+    const controller = createRestarterController({ events: new EventRecorder({ kubeConfig: kc, component: 'rollguard', logger }), minRestartIntervalMs: 0, kubeConfig: kc, namespaces: [namespace], logger, metrics, debounceMs: DEBOUNCE_MS });
     const manager = new Manager(controller.runnables, logger);
     running = { controller, manager, metrics };
     await manager.start();
@@ -108,7 +109,7 @@ describe('restarter across a restart of rollguard', () => {
 
   it('keeps the caches running while the workers stop and start again, as on a change of leader', async () => {
     const metrics = createMetrics(new Registry());
-    const controller = createRestarterController({ minRestartIntervalMs: 0, kubeConfig: kc, namespaces: [namespace], logger, metrics, debounceMs: DEBOUNCE_MS });
+    const controller = createRestarterController({ events: new EventRecorder({ kubeConfig: kc, component: 'rollguard', logger }), minRestartIntervalMs: 0, kubeConfig: kc, namespaces: [namespace], logger, metrics, debounceMs: DEBOUNCE_MS });
     const patchCount = async (): Promise<number> => (await metrics.patches.get()).values.reduce((sum, v) => sum + v.value, 0);
     const caches = new AbortController();
     const firstTerm = new AbortController();

@@ -8,6 +8,7 @@ import { waitFor, waitUntil } from '../env/wait.js';
 import { Manager } from '../../src/manager.js';
 import { createMetrics } from '../../src/metrics.js';
 import { ABSENT, ENABLED_LABEL, IGNORE_LABEL, annotationKey } from '../../src/restarter/annotations.js';
+import { EventRecorder } from '../../src/kube/events.js';
 import { createRestarterController, type RestarterController } from '../../src/restarter/controller.js';
 
 // The reconcile loop on its own (no webhook), against a real API server and StatefulSet controller.
@@ -25,7 +26,7 @@ describe('restarter reconcile loop', () => {
     kubelet = new FakeKubelet(kc, namespace).start();
     metrics = createMetrics(new Registry());
     // The default 5 s window, so that the burst test below is the real thing.
-    controller = createRestarterController({ minRestartIntervalMs: 0, kubeConfig: kc, namespaces: [namespace], logger, metrics, maxRestartsPerSecond: 50 });
+    controller = createRestarterController({ events: new EventRecorder({ kubeConfig: kc, component: 'rollguard', logger }), minRestartIntervalMs: 0, kubeConfig: kc, namespaces: [namespace], logger, metrics, maxRestartsPerSecond: 50 });
     manager = new Manager(controller.runnables, logger);
     await manager.start();
     await waitUntil('caches synced', () => controller.cachesSynced());

@@ -10,7 +10,7 @@ import { ENABLED_LABEL, LAST_RESTART_ANNOTATION, annotationKey, desiredAnnotatio
 import { ConflictError } from '../../src/kube/api-status.js';
 import { describeChange } from '../../src/restarter/change-text.js';
 import {
-  Reconciler,
+  RestarterReconciler,
   annotationPatch,
   patchReason,
   type FreshRead,
@@ -100,7 +100,7 @@ describe('patchReason', () => {
   });
 });
 
-describe('Reconciler', () => {
+describe('RestarterReconciler', () => {
   function harness(opts: {
     cached: V1StatefulSet | undefined;
     versions?: Record<string, ObjectVersion>;
@@ -144,7 +144,7 @@ describe('Reconciler', () => {
       ...(opts.data ? { data: opts.data } : {}),
     };
     return {
-      reconciler: new Reconciler(deps),
+      reconciler: new RestarterReconciler(deps),
       patches,
       patchedKinds,
       events,
