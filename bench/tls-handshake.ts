@@ -17,7 +17,7 @@ import {
   createCertificateAuthority,
   createSignedCertificate,
 } from '../src/tls/certificates.js';
-import { nextBundle, renewalPolicy } from '../src/tls/rotator.js';
+import { nextBundle, renewalPolicy } from '../src/tls/renewal.js';
 
 // Cost of the webhook's TLS: full handshakes, /mutate over kept-alive connections on the server's one
 // event loop (the load comes from a worker thread, so it runs on the other core), and the time from

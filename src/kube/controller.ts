@@ -1,11 +1,18 @@
 import type { Logger } from 'pino';
+import type { Counter, Gauge, Histogram } from 'prom-client';
 import type { Runnable } from '../manager.js';
-import type { Metrics } from '../metrics.js';
 import { ConflictError } from './api-status.js';
 import { WorkQueue } from './workqueue.js';
 
 /** The controllers rollguard runs; a closed set, since it labels metrics. */
 export type ControllerName = 'restarter' | 'rollout' | 'pod-restarter';
+
+/** The metrics the controller machine moves, each labelled by controller (src/metrics.ts registers them). */
+export interface ControllerMetrics {
+  reconcileDuration: Histogram<'controller'>;
+  reconcileErrors: Counter<'controller'>;
+  queueDepth: Gauge<'controller'>;
+}
 
 export interface ReconcileResult {
   /** Look again after this long: no error, only not yet. */
@@ -65,7 +72,7 @@ export interface ControllerOptions {
   /** What the keys stand for, in the log line of the first pass: "StatefulSet" gives "reconciling every StatefulSet". */
   objects: string;
   logger: Logger;
-  metrics: Pick<Metrics, 'reconcileDuration' | 'reconcileErrors' | 'queueDepth'>;
+  metrics: ControllerMetrics;
 }
 
 export interface ControllerStatus {

@@ -2,6 +2,7 @@ import { AdmissionregistrationV1Api, type KubeConfig } from '@kubernetes/client-
 import type { Logger } from 'pino';
 import type { Runnable } from '../manager.js';
 import { NamedObjectWatch } from './named-object-watch.js';
+import { SingleFlight } from './single-flight.js';
 import type { CertificateBundle } from './secret-store.js';
 import { isJsonObject } from '../kube/json.js';
 
@@ -105,11 +106,7 @@ export class CaBundleInjector implements Runnable {
   private observed: ObservedWebhookConfiguration | undefined;
   private desiredBase64: string | undefined;
   private readonly listeners = new Set<() => void>();
-  private syncing: Promise<void> | undefined;
-  private again = false;
-  private retryTimer: NodeJS.Timeout | undefined;
-  private retryMs = INITIAL_RETRY_MS;
-  private signal: AbortSignal | undefined;
+  private readonly syncs: SingleFlight;
 
   constructor(private readonly opts: CaBundleInjectorOptions) {
     this.name = `ca-bundle-injector ${opts.kind} ${opts.name}`;
@@ -122,17 +119,22 @@ export class CaBundleInjector implements Runnable {
       onObject: (object) => this.observe(object),
       logger: this.log,
     });
+    this.syncs = new SingleFlight({
+      run: () => this.syncOnce(),
+      failed: (err, retryInMs) => this.log.warn({ err, retryInMs }, 'could not write the caBundle'),
+      initialRetryMs: INITIAL_RETRY_MS,
+      maxRetryMs: MAX_RETRY_MS,
+    });
   }
 
   async start(signal: AbortSignal): Promise<void> {
-    this.signal = signal;
-    signal.addEventListener('abort', () => clearTimeout(this.retryTimer), { once: true });
+    this.syncs.start(signal);
     await this.watch.start(signal);
   }
 
   async stopped(): Promise<void> {
     await this.watch.stopped();
-    await this.syncing;
+    await this.syncs.idle();
   }
 
   /** The bundle every webhook should carry (PEM); written as soon as the configuration is seen. */
@@ -170,29 +172,7 @@ export class CaBundleInjector implements Runnable {
   }
 
   private sync(): void {
-    if (!this.signal || this.signal.aborted) return;
-    if (this.syncing) {
-      this.again = true;
-      return;
-    }
-    clearTimeout(this.retryTimer);
-    this.syncing = this.syncOnce()
-      .then(() => {
-        this.retryMs = INITIAL_RETRY_MS;
-      })
-      .catch((err: unknown) => {
-        this.log.warn({ err, retryInMs: this.retryMs }, 'could not write the caBundle');
-        clearTimeout(this.retryTimer);
-        this.retryTimer = setTimeout(() => this.sync(), this.retryMs);
-        this.retryMs = Math.min(this.retryMs * 2, MAX_RETRY_MS);
-      })
-      .finally(() => {
-        this.syncing = undefined;
-        if (this.again) {
-          this.again = false;
-          this.sync();
-        }
-      });
+    this.syncs.trigger();
   }
 
   private async syncOnce(): Promise<void> {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseArgs, parseDuration } from '../../src/config.js';
 import { DEFAULT_DEBOUNCE_MS, DEFAULT_MAX_RESTARTS_PER_SECOND, DEFAULT_RESYNC_PERIOD_MS, DEFAULT_WORKERS } from '../../src/restarter/controller.js';
-import { DEFAULT_CA_VALIDITY_SECONDS, DEFAULT_SERVING_KEY_BITS, DEFAULT_SERVING_VALIDITY_SECONDS, renewalPolicy } from '../../src/tls/rotator.js';
+import { DEFAULT_CA_VALIDITY_SECONDS, DEFAULT_SERVING_KEY_BITS, DEFAULT_SERVING_VALIDITY_SECONDS, renewalPolicy } from '../../src/tls/renewal.js';
 
 const parse = (argv: string[], env: Record<string, string> = {}) => parseArgs(argv, env, 'serve').config;
 

@@ -11,7 +11,7 @@ import {
   keyMatchesCertificate,
   type KeyPairPem,
 } from '../../src/tls/certificates.js';
-import { nextBundle, renewalPolicy, type RenewalPolicy } from '../../src/tls/rotator.js';
+import { nextBundle, renewalPolicy, type RenewalPolicy } from '../../src/tls/renewal.js';
 import type { CertificateBundle } from '../../src/tls/secret-store.js';
 
 const NOW = new Date('2030-06-01T12:00:00Z');

@@ -12,7 +12,7 @@ import {
   type RenewalPolicy,
   type RotationDecision,
   type RotationInput,
-} from '../../src/tls/rotator.js';
+} from '../../src/tls/renewal.js';
 import { COMPROMISED_CA_ANNOTATION, ROTATE_ANNOTATION, annotationsAfter } from '../../src/tls/rotation-request.js';
 import type { CertificateBundle, SecretContents } from '../../src/tls/secret-store.js';
 
