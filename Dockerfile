@@ -20,7 +20,7 @@ RUN --mount=type=cache,target=/root/.npm npm ci --omit=dev --no-audit --no-fund
 # Debian 12 like the build stages, so anything compiled there runs here.
 FROM gcr.io/distroless/nodejs24-debian12:nonroot
 WORKDIR /app
-# the young generation fixed as the manifests fix it (README "Sizing"), not sized from the node's memory
+# the young generation fixed as the manifests fix it (docs/install.md "Sizing"), not sized from the node's memory
 ENV NODE_ENV=production \
     NODE_OPTIONS="--enable-source-maps --max-semi-space-size=16"
 # package.json says "type": "module", which dist/src/*.js needs to load as ESM

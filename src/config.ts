@@ -1,6 +1,6 @@
 /**
  * Every flag of rollguard, in one table: the parser, `--help`, the environment
- * variables and the README's flag table all come from it.
+ * variables and the flag table of docs/configuration.md all come from it.
  */
 
 export type FlagType = 'string' | 'int' | 'number' | 'duration' | 'bool' | 'list' | 'level';
@@ -227,7 +227,7 @@ function checkCombinations(c: Config, command: 'serve' | 'dev'): void {
   }
 }
 
-/** The flag reference of `--help` and the README, from the same table. */
+/** The flag reference of `--help` and of docs/configuration.md, from the same table. */
 export function flagHelp(command: 'serve' | 'dev'): string {
   return FLAGS.filter((f) => (f.commands as readonly string[]).includes(command))
     .map((f) => {

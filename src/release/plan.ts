@@ -14,7 +14,7 @@ export interface Release {
 /**
  * For a health-gated set: partition → 0 (the StatefulSet controller then rolls on its own, as it
  * would without rollguard) and the `rollguard.io/rollout` annotation removed, so that a rollguard
- * still running leaves the partition alone (README "Uninstall"). The patch tests the
+ * still running leaves the partition alone (docs/migrating.md "Uninstalling rollguard"). The patch tests the
  * resourceVersion it was planned from. Undefined for any other set.
  */
 export function releaseOf(set: V1StatefulSet): Release | undefined {

@@ -35,7 +35,7 @@ function setAnnotations(file: string): string[] {
 }
 
 // The fence's list of StatefulSet annotations rollguard may write is one list, one name a line,
-// in the kustomize base; the chart and README carry the same (test/integration/manifests.test.ts
+// in the kustomize base; the chart and docs/security.md carry the same (test/integration/manifests.test.ts
 // compares the chart's rendering with the base whole). A name rollguard writes that is
 // missing here would have the fence deny rollguard's own patch.
 describe('the fence (deploy/base/admission-policy.yaml)', () => {
@@ -66,9 +66,9 @@ describe('the fence (deploy/base/admission-policy.yaml)', () => {
     expect(base.match(/- name: templateAnnotationPrefixes/g)).toHaveLength(2);
   });
 
-  it('carries the same list in the Helm chart and in README', () => {
+  it('carries the same list in the Helm chart and in docs/security.md', () => {
     expect(setAnnotations(CHART)).toEqual(setAnnotations(BASE));
-    const section = read('README.md').split('## Security model')[1]?.split('\n## ')[0] ?? '';
+    const section = read('docs/security.md');
     for (const name of setAnnotations(BASE)) expect(section).toContain(`\`${name}\``);
   });
 
