@@ -102,7 +102,7 @@ export function explainWorkload(facts: WorkloadFacts): Explanation {
     return { ...common, notManaged: why, state: 'unseen', summary: `opted in, but ${why}`, next: [{ cause: 'pace', text: 'rollguard annotates the template when its loop reaches the workload: one restart (Event ReferencesAnnotated)' }] };
   }
 
-  const pending = pendingRestart({ references, timing: timing.rules, lastRestartAt: lastRestart, now, metadataOnlyUnrecorded: annotationWritesBumpGeneration(kind) });
+  const pending = pendingRestart({ references, timing: timing.rules, lastRestartAt: lastRestart, workloadWrittenAt: facts.workloadWrittenAt, now, metadataOnlyUnrecorded: annotationWritesBumpGeneration(kind) });
   const next: NextStep[] = [...rollout.next, ...(pending?.next ?? [])];
   const changed = references.filter((r) => r.state === 'changed' || r.state === 'dropped');
   const pendingText = pending && `${changed.map((r) => r.change).join('; ')}; ${pendingPhrase(pending.state, pending.next[0]!)}`;

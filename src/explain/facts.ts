@@ -51,6 +51,8 @@ export interface WorkloadFacts {
   name: string;
   /** undefined: no such workload. */
   workload?: Workload;
+  /** The workload's last write but its status's (managedFields): a write of its spec or metadata opens its debounce window too. */
+  workloadWrittenAt?: Date;
   objects: ObjectFact[];
   events: EventFact[];
   /** The workload's pods (the reader keeps only those it controls). */
@@ -75,12 +77,17 @@ function dateOf(value: Date | string | undefined | null): Date | undefined {
   return Number.isNaN(at.getTime()) ? undefined : at;
 }
 
-/** The latest write time a metadata block shows: its managedFields' newest entry, else its creation. */
-export function lastWriteOf(metadata: V1ObjectMeta | Record<string, unknown> | undefined): Date | undefined {
+/**
+ * The latest write time a metadata block shows: its managedFields' newest entry, else its creation.
+ * `subresources: false` leaves out the writes of a subresource (status, scale).
+ */
+export function lastWriteOf(metadata: V1ObjectMeta | Record<string, unknown> | undefined, options: { subresources?: boolean } = {}): Date | undefined {
   const meta = metadata as { managedFields?: unknown; creationTimestamp?: unknown } | undefined;
   let latest: Date | undefined;
   for (const entry of Array.isArray(meta?.managedFields) ? meta.managedFields : []) {
-    const at = dateOf(jsonObjectOrUndefined(entry)?.time as Date | string | undefined);
+    const fields = jsonObjectOrUndefined(entry);
+    if (options.subresources === false && typeof fields?.subresource === 'string' && fields.subresource !== '') continue;
+    const at = dateOf(fields?.time as Date | string | undefined);
     if (at && (!latest || at > latest)) latest = at;
   }
   return latest ?? dateOf(meta?.creationTimestamp as Date | string | undefined);

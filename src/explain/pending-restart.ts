@@ -19,12 +19,23 @@ export interface PendingRestart {
  * global pace hands out turns, which no object records (a write per waiting workload would be
  * the storm the pace prevents), so that part has no time. Undefined: nothing is pending.
  */
-export function pendingRestart(input: { references: readonly ReferenceExplanation[]; timing: Timing; lastRestartAt?: Date; now: Date; metadataOnlyUnrecorded: boolean }): PendingRestart | undefined {
+export function pendingRestart(input: {
+  references: readonly ReferenceExplanation[];
+  timing: Timing;
+  lastRestartAt?: Date;
+  /** The workload's own last write (not its status): an event of it opens the window too, and a change in it folds in. */
+  workloadWrittenAt?: Date;
+  now: Date;
+  metadataOnlyUnrecorded: boolean;
+}): PendingRestart | undefined {
   const { timing, now } = input;
   const pending = input.references.filter((r) => r.state === 'changed' || r.state === 'dropped');
   if (pending.length === 0) return undefined;
   const seen = pending.map((r) => (r.changedAt ? Date.parse(r.changedAt.at) : undefined)).filter((t): t is number => t !== undefined);
-  const seenAt = seen.length > 0 ? Math.min(...seen) : undefined;
+  const changedAt = seen.length > 0 ? Math.min(...seen) : undefined;
+  const written = input.workloadWrittenAt?.getTime();
+  // a window the workload's own write opened is still open at the change: the change is looked at when it closes
+  const seenAt = changedAt !== undefined && written !== undefined && written <= changedAt && changedAt < written + timing.debounceMs ? written : changedAt;
   const debounceEnd = seenAt !== undefined ? seenAt + timing.debounceMs : undefined;
   const floorEnd = input.lastRestartAt && timing.minRestartIntervalMs > 0 ? input.lastRestartAt.getTime() + timing.minRestartIntervalMs : undefined;
   const what = pending.map((r) => `${r.kind} ${r.name}`).join(', ');

@@ -1,13 +1,13 @@
 import { AppsV1Api, CoreV1Api, type CoreV1Event, type KubeConfig, type V1ControllerRevision, type V1LabelSelector, type V1Pod, type V1ReplicaSet } from '@kubernetes/client-node';
 import { errorText, statusCode } from '../kube/api-status.js';
 import { PARTIAL_METADATA_ACCEPT, PARTIAL_METADATA_LIST_ACCEPT } from '../kube/metadata-cache.js';
-import { RawApi, isNotFound } from '../kube/raw-api.js';
+import { ApiStatusError, RawApi, isNotFound } from '../kube/raw-api.js';
 import { WORKLOAD_KINDS, WORKLOAD_PLURALS, decodeWorkload, type Workload, type WorkloadKind } from '../kube/workloads.js';
 import { jsonObjectOrUndefined } from '../kube/json.js';
 import { STACKABLE_ENABLED_LABEL } from '../compat/stackable.js';
 import { ENABLED_LABEL } from '../restarter/annotations.js';
 import { referencedObjects, type ObjectKind } from '../restarter/references.js';
-import { controlledBy, controllerRevisionFact, eventFactOf, objectFactOf, replicaSetFact, type ObjectFact, type RevisionFact, type WorkloadFacts } from '../explain/facts.js';
+import { controlledBy, controllerRevisionFact, eventFactOf, lastWriteOf, objectFactOf, replicaSetFact, type ObjectFact, type RevisionFact, type WorkloadFacts } from '../explain/facts.js';
 
 /** A short GET: the API server answers within this, or the command says it did not. */
 const GET_TIMEOUT_MS = 15_000;
@@ -27,8 +27,19 @@ export function selectorText(selector: V1LabelSelector | undefined): string {
 }
 
 function problem(what: string, err: unknown): string {
-  const code = statusCode(err);
+  const code = err instanceof ApiStatusError ? err.statusCode : statusCode(err);
   return `${what}: ${code === 403 ? 'forbidden to you' : errorText(err)}`;
+}
+
+/** A workload as the plugin reads it: decoded (managedFields dropped), and when its spec or metadata was last written. */
+interface DecodedWorkload {
+  workload: Workload;
+  writtenAt?: Date;
+}
+
+function decoded(kind: WorkloadKind, raw: unknown): DecodedWorkload {
+  const writtenAt = lastWriteOf(jsonObjectOrUndefined(jsonObjectOrUndefined(raw)?.metadata), { subresources: false });
+  return { workload: decodeWorkload(kind, raw), ...(writtenAt ? { writtenAt } : {}) };
 }
 
 /** What one namespace holds that explanations read, listed once for every workload of it. */
@@ -56,11 +67,11 @@ export class PluginReader {
     this.apps = kubeConfig.makeApiClient(AppsV1Api);
   }
 
-  /** The workload; undefined when there is none. Other failures throw: nothing can be explained without it. */
-  async workload(kind: WorkloadKind, namespace: string, name: string): Promise<Workload | undefined> {
+  /** The workload and its last write but its status's; undefined when there is none. Other failures throw: nothing can be explained without it. */
+  async workload(kind: WorkloadKind, namespace: string, name: string): Promise<DecodedWorkload | undefined> {
     const path = `/apis/apps/v1/namespaces/${encodeURIComponent(namespace)}/${WORKLOAD_PLURALS[kind]}/${encodeURIComponent(name)}`;
     try {
-      return decodeWorkload(kind, await this.raw.getJson({ path, accept: 'application/json', timeoutMs: GET_TIMEOUT_MS }));
+      return decoded(kind, await this.raw.getJson({ path, accept: 'application/json', timeoutMs: GET_TIMEOUT_MS }));
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -68,8 +79,8 @@ export class PluginReader {
   }
 
   /** Opted-in workloads (rollguard's label, and Stackable's on StatefulSets), in `namespace` or every namespace. */
-  async managedWorkloads(namespace: string | undefined): Promise<{ kind: WorkloadKind; workload: Workload }[]> {
-    const found = new Map<string, { kind: WorkloadKind; workload: Workload }>();
+  async managedWorkloads(namespace: string | undefined): Promise<({ kind: WorkloadKind } & DecodedWorkload)[]> {
+    const found = new Map<string, { kind: WorkloadKind } & DecodedWorkload>();
     for (const kind of WORKLOAD_KINDS) {
       const labels = kind === 'StatefulSet' ? [ENABLED_LABEL, STACKABLE_ENABLED_LABEL] : [ENABLED_LABEL];
       for (const label of labels) {
@@ -77,8 +88,8 @@ export class PluginReader {
         const path = `/apis/apps/v1${where}/${WORKLOAD_PLURALS[kind]}?${new URLSearchParams({ labelSelector: `${label}=true` })}`;
         const list = jsonObjectOrUndefined(await this.raw.getJson({ path, accept: 'application/json', timeoutMs: GET_TIMEOUT_MS }));
         for (const item of Array.isArray(list?.items) ? list.items : []) {
-          const workload = decodeWorkload(kind, item);
-          found.set(`${kind}/${workload.metadata?.namespace}/${workload.metadata?.name}`, { kind, workload });
+          const { workload, writtenAt } = decoded(kind, item);
+          found.set(`${kind}/${workload.metadata?.namespace}/${workload.metadata?.name}`, { kind, workload, writtenAt });
         }
       }
     }
@@ -137,7 +148,7 @@ export class PluginReader {
   }
 
   /** The facts of one workload from lists of its namespace (listed once, whatever the number of workloads). */
-  static factsFrom(kind: WorkloadKind, workload: Workload, lists: NamespaceLists, objects: (kind: ObjectKind, name: string) => ObjectFact, now: Date): WorkloadFacts {
+  static factsFrom(kind: WorkloadKind, { workload, writtenAt }: DecodedWorkload, lists: NamespaceLists, objects: (kind: ObjectKind, name: string) => ObjectFact, now: Date): WorkloadFacts {
     const uid = workload.metadata?.uid;
     const namespace = workload.metadata?.namespace ?? '';
     const name = workload.metadata?.name ?? '';
@@ -148,22 +159,23 @@ export class PluginReader {
       kind === 'Deployment' ? replicaSets.map(replicaSetFact) : lists.controllerRevisions.filter((cr) => controlledBy(cr.metadata, uid)).map((cr) => controllerRevisionFact(kind, cr));
     const events = lists.events.filter((e) => e.involvedObject.uid === uid || (e.involvedObject.kind === kind && e.involvedObject.name === name && !e.involvedObject.uid)).map(eventFactOf);
     const references = referencedObjects(workload.spec?.template);
-    return { kind, namespace, name, workload, objects: references.map((r) => objects(r.kind, r.name)), events, pods, revisions, problems: lists.problems, now };
+    return { kind, namespace, name, workload, ...(writtenAt ? { workloadWrittenAt: writtenAt } : {}), objects: references.map((r) => objects(r.kind, r.name)), events, pods, revisions, problems: lists.problems, now };
   }
 
   /** Everything `rollguard why` reads about one workload. */
   async facts(kind: WorkloadKind, namespace: string, name: string): Promise<WorkloadFacts> {
-    const workload = await this.workload(kind, namespace, name);
-    if (!workload) {
+    const found = await this.workload(kind, namespace, name);
+    if (!found) {
       return { kind, namespace, name, objects: [], events: [], pods: [], revisions: [], problems: [], now: new Date() };
     }
+    const { workload } = found;
     const references = referencedObjects(workload.spec?.template);
     const [objects, lists] = await Promise.all([
       Promise.all(references.map((r) => this.object(r.kind, namespace, r.name))),
       this.namespaceLists(namespace, selectorText(workload.spec?.selector), workload.metadata?.uid),
     ]);
     const byName = new Map(objects.map((o) => [`${o.kind}/${o.name}`, o]));
-    return PluginReader.factsFrom(kind, workload, lists, (k, n) => byName.get(`${k}/${n}`) ?? { kind: k, name: n, status: 'absent' }, new Date());
+    return PluginReader.factsFrom(kind, found, lists, (k, n) => byName.get(`${k}/${n}`) ?? { kind: k, name: n, status: 'absent' }, new Date());
   }
 
   /** The facts of every opted-in workload of `namespace` (undefined: every namespace), one set of lists per namespace. */
@@ -179,7 +191,7 @@ export class PluginReader {
         return objects.found.get(`${kind}/${name}`) ?? { kind, name, status: 'absent' };
       };
       const now = new Date();
-      for (const { kind, workload } of workloads.filter((w) => w.workload.metadata?.namespace === ns)) out.push(PluginReader.factsFrom(kind, workload, lists, lookup, now));
+      for (const w of workloads.filter((x) => x.workload.metadata?.namespace === ns)) out.push(PluginReader.factsFrom(w.kind, w, lists, lookup, now));
     }
     return out;
   }

@@ -6,6 +6,10 @@ describe('facts from what the API server sends', () => {
     expect(lastWriteOf({ creationTimestamp: '2026-01-01T00:00:00Z', managedFields: [{ time: '2026-01-01T00:01:00Z' }, { time: '2026-01-01T00:05:00Z' }, { time: 'bad' }] })).toEqual(new Date('2026-01-01T00:05:00Z'));
     expect(lastWriteOf({ creationTimestamp: '2026-01-01T00:00:00Z' })).toEqual(new Date('2026-01-01T00:00:00Z'));
     expect(lastWriteOf(undefined)).toBeUndefined();
+    // a workload's status writes (every pod that turns Ready) are not writes of it that wake rollguard
+    const workload = { managedFields: [{ time: '2026-01-01T00:01:00Z' }, { time: '2026-01-01T00:09:00Z', subresource: 'status' }] };
+    expect(lastWriteOf(workload, { subresources: false })).toEqual(new Date('2026-01-01T00:01:00Z'));
+    expect(lastWriteOf(workload)).toEqual(new Date('2026-01-01T00:09:00Z'));
   });
 
   it('a PartialObjectMetadata: uid, version, labels; none: absent', () => {

@@ -152,6 +152,14 @@ describe('explainWorkload: the state of one workload, from what a reader found',
     expect(e.summary).toBe(`ConfigMap app changed (resourceVersion 100 → 180); debounce until ${at(3).toISOString()} (in 3s), then a restart`);
   });
 
+  it("debouncing in a window the workload's own write opened: the change folds into it and is looked at when it closes", () => {
+    const inWindow = explainWorkload(facts(set(), { objects: [cm('180', 2)], workloadWrittenAt: at(-4) }));
+    expect(inWindow.next[0]).toMatchObject({ cause: 'debounce', at: { inSeconds: 1 } });
+    // a write whose window closed before the change opens none for it
+    const closed = explainWorkload(facts(set(), { objects: [cm('180', 2)], workloadWrittenAt: at(-30) }));
+    expect(closed.next[0]).toMatchObject({ cause: 'debounce', at: { inSeconds: 3 } });
+  });
+
   it('debouncing with the recorded rule, not the default: debounce=30s', () => {
     const e = explainWorkload(facts(set({ annotations: { 'rollguard.io/timing': 'debounce=30s' } }), { objects: [cm('180', 2)] }));
     expect(e.next[0]).toMatchObject({ cause: 'debounce', at: { inSeconds: 28 } });

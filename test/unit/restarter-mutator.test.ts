@@ -112,7 +112,7 @@ describe('restarterMutator and the rollguard.io/timing record', () => {
   it("writes it into a CREATE, beside the template's versions, before the caches sync too (a new object's generation is 1 whatever it carries)", () => {
     for (const synced of [true, false]) {
       const m = restarterMutator({ cachesSynced: synced, lookup, timing: TIMING });
-      for (const annotations of [{}, { team: 'a' }]) {
+      for (const annotations of [{}, { team: 'a' }] as Record<string, string>[]) {
         const created = set({ annotations });
         const patched = apply(created, m(create(created), created));
         expect(setAnnotations(patched)).toEqual({ ...annotations, 'rollguard.io/timing': TIMING });
