@@ -25,6 +25,17 @@ function notOptedIn(kind: WorkloadKind, labels: Record<string, string> | undefin
   return `it has no label ${ENABLED_LABEL}: "true" (kubectl label ${kind.toLowerCase()} <name> ${ENABLED_LABEL}=true opts it in; its pods restart once, when rollguard first annotates the template)`;
 }
 
+/**
+ * The dialect the workload is restarted in. Which --compat rollguard runs with is not on the
+ * object, but its writes are: of the dialects whose label opts the workload in, the one whose
+ * annotations the template carries; else the loop's order (Stackable's first).
+ */
+function dialectFor(kind: WorkloadKind, workload: Workload): Dialect | undefined {
+  const candidates = DIALECTS.filter((d) => dialectOf([d], workload.metadata?.labels, kind));
+  const keys = Object.keys(workload.spec?.template?.metadata?.annotations ?? {});
+  return candidates.find((d) => keys.some((k) => d.isOwnAnnotation(k))) ?? candidates[0];
+}
+
 function lastRestartOf(workload: Workload): Date | undefined {
   const raw = workload.metadata?.annotations?.[LAST_RESTART_ANNOTATION];
   const at = raw === undefined ? NaN : Date.parse(raw);
@@ -74,7 +85,7 @@ export function explainWorkload(facts: WorkloadFacts): Explanation {
   if (!workload) return { ...base, ...empty, managed: false, notManaged: `no ${kind} ${namespace}/${name}`, state: 'not-found', summary: `no ${kind} ${name} in namespace ${namespace}` };
 
   const timing = timingOf(workload);
-  const dialect = dialectOf(DIALECTS, workload.metadata?.labels, kind);
+  const dialect = dialectFor(kind, workload);
   if (!dialect || workload.metadata?.deletionTimestamp) {
     const why = workload.metadata?.deletionTimestamp ? `it is being deleted (since ${new Date(workload.metadata.deletionTimestamp).toISOString()})` : notOptedIn(kind, workload.metadata?.labels);
     return { ...base, ...empty, timing, managed: false, notManaged: why, state: 'unmanaged', summary: `not managed by rollguard: ${why}` };

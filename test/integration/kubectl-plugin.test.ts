@@ -299,6 +299,16 @@ describe('kubectl rollguard why and list: the installed plugin through the real 
     await waitUntil('api available', async () => ((await apps.readNamespacedDeployment({ name: 'api', namespace: fixture.ns })).status?.availableReplicas ?? 0) === 1 || 'not yet');
     const e = await why('deployment/api');
     expect(e).toMatchObject({ state: 'up-to-date', workload: { generation: 1 }, timing: { recorded: true } });
+    // its restart: one new ReplicaSet, one generation (the record rode along with the template write), and the pod it made
+    await change('api-config', { a: '2' });
+    const restarted = await waitFor('api restarted, its new pod available', async () => {
+      const x = await why('deployment/api');
+      return x.state === 'up-to-date' && x.restarts[0]?.cause === 'rollguard' && x.pods.length === 1 ? x : undefined;
+    }, { timeoutMs: 60_000 });
+    expect(restarted.workload.generation).toBe(2);
+    expect(restarted.restarts[0]!.reason).toMatch(/^ConfigMap api-config changed \(resourceVersion \d+ → \d+\)$|^ConfigMap api-config: data changed/);
+    expect(restarted.restarts[0]!.podsReplaced).toHaveLength(1);
+    expect(restarted.pods[0]).toMatchObject({ update: true, pods: [{ name: restarted.restarts[0]!.podsReplaced[0]!.name, ready: true }] });
 
     const lines = (await kubectl('list', '-n', fixture.ns)).trim().split('\n');
     expect(lines[0]).toMatch(/^NAMESPACE\s+WORKLOAD\s+STATE\s+SUMMARY$/);

@@ -112,6 +112,15 @@ describe('explainWorkload: the state of one workload, from what a reader found',
     expect(e.notManaged).toContain("Stackable's label restarter.stackable.tech/enabled, which opts in StatefulSets only");
   });
 
+  it("a set with both labels: the dialect whose keys its template carries (which --compat rollguard runs with is not on the object)", () => {
+    const both = { 'rollguard.io/enabled': 'true', 'restarter.stackable.tech/enabled': 'true' };
+    expect(explainWorkload(facts(set({ labels: both }))).dialect).toBe('rollguard');
+    const stackable = explainWorkload(facts(set({ labels: both, template: { 'configmap.restarter.stackable.tech/app': `${CM_UID}/100` } })));
+    expect(stackable.dialect).toBe('stackable');
+    expect(stackable.state).toBe('up-to-date');
+    expect(stackable.notes[0]).toContain('only when rollguard runs with --compat stackable');
+  });
+
   it('unseen: opted in, but no trace of rollguard on it', () => {
     const e = explainWorkload(facts(set({ template: {} }), { revisions: [] }));
     expect(e.state).toBe('unseen');
