@@ -11,6 +11,11 @@ Usage:
   rollguard handover <namespace>/<set> [--kubeconfig=<file>]
                              ask for a handover of the set's primary role (the leader performs it)
   rollguard release [flags]  before an uninstall: hand the partitions of health-gated sets back (--help)
+  rollguard why <kind>/<name> [-n <namespace>] [-o json]
+                             why a workload restarted or did not, and what rollguard does next and when
+  rollguard list [-n <namespace> | -A] [-o json]
+                             every workload rollguard manages, one line of state each
+                             (both are also the kubectl plugin: kubectl rollguard why|list)
   rollguard <command> --help every flag of a command
   rollguard --version
 
@@ -37,6 +42,10 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'release') {
     const { release } = await import('./release/command.js');
     return release(rest);
+  }
+  if (command === 'why' || command === 'list') {
+    const { runPlugin } = await import('./kubectl-plugin/command.js');
+    return runPlugin(argv, 'rollguard');
   }
   if (command !== 'serve' && command !== 'dev') {
     console.error(`rollguard: unknown command "${command}"\n\n${USAGE}`);

@@ -28,6 +28,7 @@ import { rollguardStatus, type RollguardStatus } from './status.js';
 import { createWebhookServer } from './server/webhook-server.js';
 import { createCertificateSource } from './tls/certificate-source.js';
 import { VERSION } from './version.js';
+import { formatTiming, timingOf } from './restarter/timing.js';
 
 const SERVICE_ACCOUNT_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 const FALLBACK_NAMESPACE = 'rollguard-system';
@@ -67,6 +68,8 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
   let started = false;
   const namespaces = config.watchNamespaces.length > 0 ? config.watchNamespaces : undefined;
   const compat = config.compat as CompatMode;
+  // the rules every deadline of a workload is counted with, on the workload for `rollguard why`
+  const timing = formatTiming(timingOf(config));
 
   // one recorder: one aggregation of repeated Events, one retry queue, one reporting instance
   const events = new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger });
@@ -86,6 +89,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
     ownNamespace: namespace,
     compatDialects: compatDialects(compat),
     statefulSetOnly: [HEALTH_GATED_ROLLOUTS, PRIMARY_HANDOVER],
+    timing,
   });
 
   const rollouts = createRolloutController({
@@ -137,6 +141,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
           lookup: restarter.lookup,
           cacheProgress: restarter.cacheProgress,
           inScope: restarter.covers,
+          timing,
           mutators: [holdScaleDownMutator, holdPartitionMutator],
           checks: [handoverGraceCheck],
           dialectOf: (labels) => dialectFor(labels, compat),

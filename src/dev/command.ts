@@ -149,6 +149,8 @@ ready: try a change.
     ${kubectl} -n ${DEMO_NAMESPACE} patch configmap db-config -p '{"data":{"max_connections":"200"}}'
     ${kubectl} -n ${DEMO_NAMESPACE} get pods -L role -w
     ${kubectl} -n ${DEMO_NAMESPACE} get events --field-selector involvedObject.name=${DEMO_DB}
+  Why a set rolled, or did not, what changed and when each pod was replaced (the kubectl plugin: docs/kubectl-plugin.md):
+    node ${display(path.join(root, 'dist', 'src', 'cli.js'))} why statefulset/web -n ${DEMO_NAMESPACE} --kubeconfig ${display(kubeconfigPath)}
   rollguard's own view: curl -s ${adminUrl}/status
   Your own manifests work in any namespace but ${ROLLGUARD_NAMESPACE} (label a StatefulSet ${ENABLED_LABEL}=true).
   The project's kuttl cases against this cluster (the first run builds kubectl-kuttl; the stackable-* cases need rollguard dev --compat=stackable):

@@ -25,6 +25,8 @@ export interface AdmissionHandlerOptions {
   checks?: Check[];
   /** The restarter dialect of a workload with these labels (--compat); omitted: rollguard's. */
   dialectOf?: (labels: Record<string, string> | undefined) => Dialect | undefined;
+  /** The rollguard.io/timing record a CREATE gets (timing.ts); omitted: none. */
+  timing?: string;
   metrics: Metrics;
   logger?: Logger;
 }
@@ -88,7 +90,7 @@ function decision(opts: AdmissionHandlerOptions): (body: unknown) => HandlerResu
     const synced = opts.cachesSynced();
     let response;
     try {
-      response = admit(parsed.review, { cachesSynced: synced, lookup: opts.lookup, cacheProgress: opts.cacheProgress, mutators: opts.mutators, checks: opts.checks, dialectOf: opts.dialectOf });
+      response = admit(parsed.review, { cachesSynced: synced, lookup: opts.lookup, cacheProgress: opts.cacheProgress, mutators: opts.mutators, checks: opts.checks, dialectOf: opts.dialectOf, timing: opts.timing });
     } catch (err) {
       const request = parsed.review.request;
       opts.logger?.error({ err, uid: request?.uid, kind: request?.kind.kind, namespace: request?.namespace, name: request?.name }, 'admission failed; allowed without a patch');

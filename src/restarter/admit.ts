@@ -14,6 +14,8 @@ export interface AdmissionDeps {
   cacheProgress?: (kind: ObjectKind, namespace: string) => string;
   /** The restarter dialect of a workload with these labels (--compat); omitted: rollguard's. */
   dialectOf?: (labels: Record<string, string> | undefined) => Dialect | undefined;
+  /** The rollguard.io/timing record a CREATE gets (timing.ts); omitted: none. */
+  timing?: string;
   /** Mutators after the restarter's, each on the object as the one before it left it. */
   mutators?: Mutator[];
   /** Checks whose warnings go back with the answer; they need no cache, so they run before the sync too. */
@@ -48,7 +50,7 @@ export function admit(review: AdmissionReview, deps: AdmissionDeps): AdmissionRe
   const object = request.object;
   // an object without a metadata map is no Kubernetes object (only a hostile client sends one): nothing to patch
   if (!routed(request) || !isJsonObject(object) || !isJsonObject(object.metadata)) return admissionResponseFor(request.uid, []);
-  const restarter = restarterMutator({ cachesSynced: deps.cachesSynced, lookup: deps.lookup, cacheProgress: deps.cacheProgress, dialectOf: deps.dialectOf });
+  const restarter = restarterMutator({ cachesSynced: deps.cachesSynced, lookup: deps.lookup, cacheProgress: deps.cacheProgress, dialectOf: deps.dialectOf, timing: deps.timing });
   const ops = composeMutators(request, object, [restarter, ...(deps.cachesSynced ? (deps.mutators ?? []) : [])]);
   return admissionResponseFor(request.uid, ops, runChecks(request, object, deps.checks ?? []));
 }

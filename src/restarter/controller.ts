@@ -73,6 +73,8 @@ export interface RestarterControllerOptions {
    * and opt-outs, src/compat/stackable.ts); on a workload with both labels they win.
    */
   compatDialects?: readonly Dialect[];
+  /** The rollguard.io/timing record the loop's writes carry (timing.ts); omitted: none. */
+  timing?: string;
 }
 
 export interface RestarterStatus {
@@ -229,6 +231,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     restartLimiter,
     logger: log,
     metrics,
+    timing: opts.timing,
     ...(digestKeys && digestReader
       ? {
           data: {

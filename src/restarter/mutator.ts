@@ -17,6 +17,7 @@ import {
 import { describeChange } from './change-text.js';
 import { templateAnnotationOps, workloadAnnotationOps } from './patch.js';
 import type { ObjectKind } from './references.js';
+import { TIMING_ANNOTATION } from './timing.js';
 
 export interface RestarterMutatorDeps {
   /** Until the caches have synced every version would look absent: only what needs no cache is done. */
@@ -27,6 +28,8 @@ export interface RestarterMutatorDeps {
   cacheProgress?: (kind: ObjectKind, namespace: string) => string;
   /** The dialect of a workload with these labels; omitted, undefined, or one that does not speak the request's kind: rollguard's. */
   dialectOf?: (labels: Record<string, string> | undefined) => Dialect | undefined;
+  /** TIMING_ANNOTATION's value, written into a CREATE (a new object's generation is 1 whatever it carries); omitted: none. */
+  timing?: string;
 }
 
 /**
@@ -62,7 +65,8 @@ export function restarterMutator(deps: RestarterMutatorDeps): Mutator {
       const desired = templateChanged ? keptForReferences(kept, template, current, dialect) : kept;
       return templateAnnotationOps(template?.metadata, desired, annotationChanges(current, desired, dialect));
     }
-    if (!deps.cachesSynced) return [];
+    const timing = old === undefined && deps.timing !== undefined ? workloadAnnotationOps(workload.metadata?.annotations, TIMING_ANNOTATION, deps.timing) : [];
+    if (!deps.cachesSynced) return timing;
 
     const plan = planAnnotations({
       dialect,
@@ -75,7 +79,7 @@ export function restarterMutator(deps: RestarterMutatorDeps): Mutator {
       cacheProgress: deps.cacheProgress ? (kind) => deps.cacheProgress!(kind, namespace) : undefined,
     });
     const ops = templateAnnotationOps(template?.metadata, plan.desired, annotationChanges(current, plan.desired, dialect));
-    if (!old) return ops;
+    if (!old) return [...ops, ...timing];
     const bumps = annotationChanges(oldTemplate?.metadata?.annotations ?? undefined, plan.desired, dialect).filter((c) => c.from !== undefined && c.to !== undefined);
     if (bumps.length === 0) return ops;
     const reason = bumps.map(describeChange).join('; ');

@@ -32,6 +32,7 @@ import { templateAnnotationOps, workloadAnnotationOps } from './patch.js';
 import type { ObjectKind } from './references.js';
 import { recordCovers, type DigestRecord } from './digests.js';
 import { numericResourceVersion, parseAnnotationValue } from './versions.js';
+import { TIMING_ANNOTATION } from './timing.js';
 
 /** Event reasons: a referenced object changed; references tracked for the first time (or newly); references dropped. */
 export const REASON_CONFIG_CHANGED = 'ConfigChanged';
@@ -86,6 +87,8 @@ export interface ReconcilerDeps {
     read(kind: ObjectKind, namespace: string, name: string, seen: string): Promise<DigestRead>;
     currentKeyId(): Promise<string>;
   };
+  /** TIMING_ANNOTATION's value (timing.ts formatTiming), carried by the writes of the set's annotations; omitted: not written. */
+  timing?: string;
 }
 
 /** The runtime's result, and what the reconcile wrote. */
@@ -348,6 +351,7 @@ export class RestarterReconciler implements Reconciler {
       ...this.frozenOps(plan),
       ...this.digestOps(plan),
       ...workloadAnnotationOps(set.metadata?.annotations, LAST_RESTART_ANNOTATION, this.now().toISOString()),
+      ...this.timingOps(set),
     ];
     let patched: Workload;
     try {
@@ -387,6 +391,16 @@ export class RestarterReconciler implements Reconciler {
     await deps.events.record(eventSubject(ref, set, patched), { type: 'Normal', reason, message, action: PATCH_ACTION });
   }
 
+  /**
+   * The timing record rides along with a write of the set's annotations, never a reason for one
+   * (on a Deployment that write would be a generation). A set without an annotation map gets it
+   * with a later write, so that it never replaces the map another op of the same patch adds.
+   */
+  private timingOps(set: Workload): Operation[] {
+    if (this.deps.timing === undefined || !set.metadata?.annotations) return [];
+    return workloadAnnotationOps(set.metadata.annotations, TIMING_ANNOTATION, this.deps.timing);
+  }
+
   private frozenOps(plan: Plan): Operation[] {
     if (plan.frozen === undefined) return [];
     return workloadAnnotationOps(plan.set.metadata?.annotations, FROZEN_ANNOTATION, plan.frozen ?? undefined);
@@ -403,6 +417,7 @@ export class RestarterReconciler implements Reconciler {
     if (plan.frozen === undefined && annotationWritesBumpGeneration(ref.kind)) return {};
     const ops = [...this.frozenOps(plan), ...this.digestOps(plan)];
     if (ops.length === 0) return {};
+    ops.push(...this.timingOps(plan.set));
     await this.patch(ref, plan.set, [{ op: 'test', path: '/metadata/resourceVersion', value: plan.set.metadata?.resourceVersion ?? '' }, ...ops], 'the frozen references and data digests');
     if (plan.frozen !== undefined) this.deps.logger.debug({ workload: ref.key, frozen: plan.frozen }, `${describeWorkload(ref)}: frozen references now ${plan.frozen ?? 'none'}`);
     return {};
@@ -498,6 +513,7 @@ export class RestarterReconciler implements Reconciler {
     const ops: Operation[] = [
       { op: 'test', path: '/metadata/resourceVersion', value: set.metadata?.resourceVersion ?? '' },
       ...workloadAnnotationOps(set.metadata?.annotations, RESTART_REASON_ANNOTATION, undefined),
+      ...this.timingOps(set),
     ];
     const patched = await this.patch(ref, set, ops, 'the restart reason');
     const message = `${reason} (applied at admission, with the owner's change to the template)`;

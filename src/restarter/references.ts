@@ -7,36 +7,76 @@ export interface Reference {
   name: string;
 }
 
-type Visit = (kind: ObjectKind, name: unknown) => void;
+/** Where a pod template reads an object from. */
+export type ReadVia = 'volume' | 'projected volume' | 'env' | 'envFrom';
+
+/** One place a template reads an object: all its keys, or the named ones (`items`, a key ref). */
+export interface Read {
+  via: ReadVia;
+  /** undefined: every key */
+  keys?: string[];
+}
+
+type Visit = (kind: ObjectKind, name: unknown, read: Read) => void;
 
 // The template may be the wire JSON of an admission review, not yet validated by anyone:
 // every field is read as unknown, and one of the wrong type counts as absent.
 const field = (value: unknown, key: string): unknown => jsonObjectOrUndefined(value)?.[key];
 
+/** The keys a volume source's `items` names; undefined (every key) without items. */
+function itemKeys(source: unknown): string[] | undefined {
+  const items = field(source, 'items');
+  if (!Array.isArray(items) || items.length === 0) return undefined;
+  return items.map((item) => field(item, 'key')).filter((key): key is string => typeof key === 'string');
+}
+
 function visitVolumes(volumes: unknown, visit: Visit, projected: boolean): void {
   for (const volume of arrayOrEmpty(volumes)) {
-    visit('ConfigMap', field(field(volume, 'configMap'), 'name'));
-    visit('Secret', field(field(volume, 'secret'), 'secretName'));
+    const configMap = field(volume, 'configMap');
+    const secret = field(volume, 'secret');
+    visit('ConfigMap', field(configMap, 'name'), { via: 'volume', keys: itemKeys(configMap) });
+    visit('Secret', field(secret, 'secretName'), { via: 'volume', keys: itemKeys(secret) });
     if (!projected) continue;
     for (const source of arrayOrEmpty(field(field(volume, 'projected'), 'sources'))) {
-      visit('ConfigMap', field(field(source, 'configMap'), 'name'));
-      visit('Secret', field(field(source, 'secret'), 'name'));
+      const projectedConfigMap = field(source, 'configMap');
+      const projectedSecret = field(source, 'secret');
+      visit('ConfigMap', field(projectedConfigMap, 'name'), { via: 'projected volume', keys: itemKeys(projectedConfigMap) });
+      visit('Secret', field(projectedSecret, 'name'), { via: 'projected volume', keys: itemKeys(projectedSecret) });
     }
   }
+}
+
+function keyRead(ref: unknown): Read {
+  const key = field(ref, 'key');
+  return { via: 'env', keys: typeof key === 'string' ? [key] : [] };
 }
 
 function visitContainers(containers: unknown, visit: Visit): void {
   for (const container of arrayOrEmpty(containers)) {
     for (const env of arrayOrEmpty(field(container, 'env'))) {
       const valueFrom = field(env, 'valueFrom');
-      visit('ConfigMap', field(field(valueFrom, 'configMapKeyRef'), 'name'));
-      visit('Secret', field(field(valueFrom, 'secretKeyRef'), 'name'));
+      const configMapKeyRef = field(valueFrom, 'configMapKeyRef');
+      const secretKeyRef = field(valueFrom, 'secretKeyRef');
+      visit('ConfigMap', field(configMapKeyRef, 'name'), keyRead(configMapKeyRef));
+      visit('Secret', field(secretKeyRef, 'name'), keyRead(secretKeyRef));
     }
     for (const source of arrayOrEmpty(field(container, 'envFrom'))) {
-      visit('ConfigMap', field(field(source, 'configMapRef'), 'name'));
-      visit('Secret', field(field(source, 'secretRef'), 'name'));
+      visit('ConfigMap', field(field(source, 'configMapRef'), 'name'), { via: 'envFrom' });
+      visit('Secret', field(field(source, 'secretRef'), 'name'), { via: 'envFrom' });
     }
   }
+}
+
+function visitTemplate(template: unknown, visit: Visit, projected: boolean): void {
+  const spec = field(template, 'spec');
+  visitVolumes(field(spec, 'volumes'), visit, projected);
+  visitContainers(field(spec, 'initContainers'), visit);
+  visitContainers(field(spec, 'containers'), visit);
+}
+
+// Code-unit order, not locale order: the result must be the same on every replica.
+function byKindThenName(a: Reference, b: Reference): number {
+  return a.kind !== b.kind ? (a.kind < b.kind ? -1 : 1) : a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
 }
 
 /**
@@ -50,19 +90,41 @@ function visitContainers(containers: unknown, visit: Visit): void {
  */
 export function referencedObjects(template: unknown, options: { projected?: boolean } = {}): Reference[] {
   const found = new Map<string, Reference>();
-  const visit: Visit = (kind, name) => {
-    if (typeof name !== 'string' || name === '') return;
-    const id = `${kind}/${name}`;
-    if (!found.has(id)) found.set(id, { kind, name });
-  };
-
-  const spec = field(template, 'spec');
-  visitVolumes(field(spec, 'volumes'), visit, options.projected ?? true);
-  visitContainers(field(spec, 'initContainers'), visit);
-  visitContainers(field(spec, 'containers'), visit);
-
-  // Code-unit order, not locale order: the result must be the same on every replica.
-  return [...found.values()].sort((a, b) =>
-    a.kind !== b.kind ? (a.kind < b.kind ? -1 : 1) : a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
+  visitTemplate(
+    template,
+    (kind, name) => {
+      if (typeof name !== 'string' || name === '') return;
+      const id = `${kind}/${name}`;
+      if (!found.has(id)) found.set(id, { kind, name });
+    },
+    options.projected ?? true,
   );
+  return [...found.values()].sort(byKindThenName);
+}
+
+/** A referenced object with every place the template reads it. */
+export interface ReferenceReads extends Reference {
+  reads: Read[];
+  /** The keys read: undefined when some read takes every key; else the union of the named ones, sorted. */
+  keys?: string[];
+}
+
+/** referencedObjects, each with where and which keys the template reads of it (`rollguard why` shows them). */
+export function referenceReads(template: unknown, options: { projected?: boolean } = {}): ReferenceReads[] {
+  const found = new Map<string, ReferenceReads>();
+  visitTemplate(
+    template,
+    (kind, name, read) => {
+      if (typeof name !== 'string' || name === '') return;
+      const id = `${kind}/${name}`;
+      const entry = found.get(id) ?? { kind, name, reads: [] };
+      entry.reads.push(read);
+      found.set(id, entry);
+    },
+    options.projected ?? true,
+  );
+  return [...found.values()].sort(byKindThenName).map((entry) => {
+    const all = entry.reads.some((r) => r.keys === undefined);
+    return all ? entry : { ...entry, keys: [...new Set(entry.reads.flatMap((r) => r.keys ?? []))].sort() };
+  });
 }

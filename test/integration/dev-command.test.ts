@@ -1,4 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { promisify } from 'node:util';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -11,6 +12,7 @@ import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
 import { statefulSet } from '../env/cluster.js';
 import { waitFor, waitUntil } from '../env/wait.js';
 
+const run = promisify(execFile);
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const CLI = path.join(REPO_ROOT, 'dist', 'src', 'cli.js');
 const DEFAULT_PORTS = [8080, 9443];
@@ -111,6 +113,21 @@ describe('rollguard dev', () => {
     expect(status.ready).toBe(true);
     // the demo: the webhook annotated the set at creation, so it never rolled
     expect(output).toMatch(/StatefulSet demo\/web: 3\/3 Ready, generation: 1/);
+  });
+
+  it("the why command it prints tells, after a change of the demo's ConfigMap, what changed and when each pod of web was replaced", async () => {
+    printOutputOnFailure();
+    const printed = /node (\S+) why statefulset\/web -n demo --kubeconfig (\S+)/.exec(output);
+    expect(printed, output).not.toBeNull();
+    const why = async (): Promise<string> => (await run(process.execPath, [printed![1]!, 'why', 'statefulset/web', '-n', 'demo', '--kubeconfig', printed![2]!], { cwd: REPO_ROOT })).stdout;
+    await waitUntil('web with its digest records (the restart then names the data keys)', async () => (await apps.readNamespacedStatefulSet({ name: 'web', namespace: 'demo' })).metadata?.annotations?.['rollguard.io/digests']?.includes('app-config') || 'not yet');
+    await core.patchNamespacedConfigMap({ name: 'app-config', namespace: 'demo', body: [{ op: 'replace', path: '/data/app.properties', value: 'greeting=why\n' }] });
+    let text = '';
+    await waitUntil('web restarted and every pod replaced, in why\'s words', async () => {
+      text = await why();
+      return (/^State:\s+up-to-date/m.test(text) && /\(the template now\): 3 pods, 3 ready/.test(text) && /Last restart by rollguard/.test(text)) || text.split('\n').slice(0, 3).join(' | ');
+    }, { timeoutMs: 90_000, intervalMs: 1_000 });
+    expect(text).toMatch(/\d+s ago\)\s+rollguard\n\s+ConfigMap app-config: data changed \(key app\.properties\), resourceVersion \d+ → \d+\n\s+pods made then or since: web-\d \S+ \(\d+s ago\), web-\d \S+ \(\d+s ago\), web-\d \S+ \(\d+s ago\)/);
   });
 
   it('deletes a namespace within seconds, and gives a new one its default ServiceAccount', async () => {

@@ -111,6 +111,7 @@ describe('RestarterReconciler', () => {
     now?: Date;
     fresh?: FreshRead;
     data?: ReconcilerDeps['data'];
+    timing?: string;
   }) {
     const patches: Operation[][] = [];
     const patchedKinds: string[] = [];
@@ -142,6 +143,7 @@ describe('RestarterReconciler', () => {
       logger: pino({ level: 'silent' }),
       metrics,
       ...(opts.data ? { data: opts.data } : {}),
+      ...(opts.timing !== undefined ? { timing: opts.timing } : {}),
     };
     return {
       reconciler: new RestarterReconciler(deps),
@@ -366,6 +368,56 @@ describe('RestarterReconciler', () => {
     expect(gone.patches).toEqual([]);
   });
 
+  describe('the rollguard.io/timing record', () => {
+    const TIMING = 'debounce=5s min-restart-interval=1m max-restarts-per-second=5 rollout-min-step-interval=10s rollout-min-ready=10s';
+    const TIMING_PATH = '/metadata/annotations/rollguard.io~1timing';
+    const annotated = (annotations: Record<string, string>, template = { [CM]: 'u1/812', [SECRET]: 'u2/3' }): V1StatefulSet => {
+      const s = set(template);
+      s.metadata!.annotations = annotations;
+      return s;
+    };
+
+    it.each(['StatefulSet', 'Deployment', 'DaemonSet'] as const)('%s: rides along with a restart, in the same patch', async (kind) => {
+      const h = harness({ cached: annotated({ [LAST_RESTART_ANNOTATION]: '2026-12-01T09:00:00.000Z' }), versions, timing: TIMING });
+      await expect(h.reconciler.reconcile(`${kind}/ns/web`, signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+      expect(h.patches).toHaveLength(1);
+      expect(h.patches[0]).toContainEqual({ op: 'add', path: TIMING_PATH, value: TIMING });
+    });
+
+    it('is never a reason to write: an up-to-date set without it, or with an older one, gets no patch', async () => {
+      for (const cached of [annotated({ other: 'x' }, { [CM]: 'u1/845', [SECRET]: 'u2/3' }), annotated({ 'rollguard.io/timing': 'debounce=1s' }, { [CM]: 'u1/845', [SECRET]: 'u2/3' })]) {
+        for (const kind of ['StatefulSet', 'Deployment'] as const) {
+          const h = harness({ cached, versions, timing: TIMING });
+          await expect(h.reconciler.reconcile(`${kind}/ns/web`, signal)).resolves.toEqual({});
+          expect(h.patches, kind).toEqual([]);
+        }
+      }
+    });
+
+    it('rides along with the removal of the restart reason, and is left out when it is what the set has', async () => {
+      const h = harness({ cached: annotated({ 'rollguard.io/restart-reason': 'ConfigMap app changed (resourceVersion 812 → 845)', 'rollguard.io/timing': 'debounce=1s' }, { [CM]: 'u1/845', [SECRET]: 'u2/3' }), versions, timing: TIMING });
+      await h.reconciler.reconcile('Deployment/ns/web', signal);
+      expect(h.patches).toEqual([
+        [
+          { op: 'test', path: '/metadata/resourceVersion', value: '100' },
+          { op: 'remove', path: '/metadata/annotations/rollguard.io~1restart-reason' },
+          { op: 'replace', path: TIMING_PATH, value: TIMING },
+        ],
+      ]);
+      const same = harness({ cached: annotated({ 'rollguard.io/timing': TIMING }), versions, timing: TIMING });
+      await same.reconciler.reconcile('StatefulSet/ns/web', signal);
+      expect(same.patches[0]!.filter((op) => op.path === TIMING_PATH)).toEqual([]);
+    });
+
+    it('waits for a set with no annotation map: an add of the whole map by another op of the patch would be replaced by it', async () => {
+      const h = harness({ cached: set({ [CM]: 'u1/812', [SECRET]: 'u2/3' }), versions, timing: TIMING });
+      await h.reconciler.reconcile('StatefulSet/ns/web', signal);
+      expect(h.patches[0]!.filter((op) => op.path.startsWith('/metadata/annotations'))).toEqual([
+        { op: 'add', path: '/metadata/annotations', value: { [LAST_RESTART_ANNOTATION]: '2026-12-01T10:00:00.000Z' } },
+      ]);
+    });
+  });
+
   describe('the data check', () => {
     const records = (cm: string): Record<string, string> => ({
       'rollguard.io/digests': JSON.stringify({ [CM]: { v: cm, k: 'k1', d: { a: 'aa' } }, [SECRET]: { v: 'u2/3', k: 'k1', d: { p: 'pp' } } }),
@@ -413,6 +465,22 @@ describe('RestarterReconciler', () => {
       expect(statefulSet.patches.map((ops) => ops.map((op) => op.path)), 'a StatefulSet gets its baseline records at once').toEqual([
         ['/metadata/resourceVersion', '/metadata/annotations'],
       ]);
+    });
+
+    it('the timing record rides along with a digest record written alone (a StatefulSet), and alone it is no write', async () => {
+      const timing = 'debounce=5s';
+      const h = harness({ cached: withRecords('u1/812'), versions, data: dataOf({ a: 'aa' }, []), timing });
+      await h.reconciler.reconcile('StatefulSet/ns/web', signal);
+      expect(h.patches).toEqual([
+        [
+          { op: 'test', path: '/metadata/resourceVersion', value: '100' },
+          { op: 'replace', path: '/metadata/annotations/rollguard.io~1digests', value: records('u1/845')['rollguard.io/digests'] },
+          { op: 'add', path: '/metadata/annotations/rollguard.io~1timing', value: timing },
+        ],
+      ]);
+      const recorded = harness({ cached: withRecords('u1/845'), versions, data: dataOf({ a: 'aa' }, []), timing });
+      await recorded.reconciler.reconcile('StatefulSet/ns/web', signal);
+      expect(recorded.patches).toEqual([]);
     });
 
     it('once recorded, nothing is read again and nothing written', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { V1Container, V1PodTemplateSpec, V1Volume } from '@kubernetes/client-node';
-import { referencedObjects, type Reference } from '../../src/restarter/references.js';
+import { referenceReads, referencedObjects, type Reference } from '../../src/restarter/references.js';
 
 function template(spec: { containers?: V1Container[]; initContainers?: V1Container[]; volumes?: V1Volume[] }): V1PodTemplateSpec {
   return { spec: { containers: spec.containers ?? [{ name: 'app' }], initContainers: spec.initContainers, volumes: spec.volumes } };
@@ -185,5 +185,69 @@ describe('referencedObjects on the wire JSON of a review, fields of the wrong ty
     const found = referencedObjects(template);
     expect(found.every((r) => typeof r.name === 'string')).toBe(true);
     expect(found.filter((r) => r.name !== 'kept')).toEqual([]);
+  });
+});
+
+describe('referenceReads: where and which keys the template reads of each object', () => {
+  const cases: { name: string; template: V1PodTemplateSpec; want: { kind: string; name: string; keys?: string[]; via: string[] }[] }[] = [
+    {
+      name: 'a whole-object volume and envFrom read every key',
+      template: template({ containers: [{ name: 'app', envFrom: [{ secretRef: { name: 's' } }] }], volumes: [{ name: 'v', configMap: { name: 'c' } }] }),
+      want: [
+        { kind: 'ConfigMap', name: 'c', via: ['volume'] },
+        { kind: 'Secret', name: 's', via: ['envFrom'] },
+      ],
+    },
+    {
+      name: 'volume items and key refs name their keys',
+      template: template({
+        containers: [{ name: 'app', env: [{ name: 'A', valueFrom: { configMapKeyRef: { name: 'c', key: 'level' } } }] }],
+        volumes: [{ name: 'v', configMap: { name: 'c', items: [{ key: 'app.yaml', path: 'app.yaml' }] } }],
+      }),
+      want: [{ kind: 'ConfigMap', name: 'c', keys: ['app.yaml', 'level'], via: ['volume', 'env'] }],
+    },
+    {
+      name: 'two containers reading different keys of one Secret: the union, sorted and once each',
+      template: template({
+        containers: [
+          { name: 'a', env: [{ name: 'P', valueFrom: { secretKeyRef: { name: 's', key: 'password' } } }] },
+          { name: 'b', env: [{ name: 'U', valueFrom: { secretKeyRef: { name: 's', key: 'user' } } }, { name: 'P', valueFrom: { secretKeyRef: { name: 's', key: 'password' } } }] },
+        ],
+      }),
+      want: [{ kind: 'Secret', name: 's', keys: ['password', 'user'], via: ['env', 'env', 'env'] }],
+    },
+    {
+      name: 'one whole read among named ones reads every key',
+      template: template({
+        containers: [{ name: 'app', env: [{ name: 'A', valueFrom: { configMapKeyRef: { name: 'c', key: 'level' } } }], envFrom: [{ configMapRef: { name: 'c' } }] }],
+      }),
+      want: [{ kind: 'ConfigMap', name: 'c', via: ['env', 'envFrom'] }],
+    },
+    {
+      name: 'projected items, init containers too',
+      template: template({
+        initContainers: [{ name: 'init', envFrom: [{ configMapRef: { name: 'p' } }] }],
+        volumes: [{ name: 'v', projected: { sources: [{ secret: { name: 'p', items: [{ key: 'tls.crt', path: 'crt' }] } }] } }],
+      }),
+      want: [
+        { kind: 'ConfigMap', name: 'p', via: ['envFrom'] },
+        { kind: 'Secret', name: 'p', keys: ['tls.crt'], via: ['projected volume'] },
+      ],
+    },
+  ];
+
+  it.each(cases)('$name', ({ template: t, want }) => {
+    const got = referenceReads(t).map((r) => ({ kind: r.kind, name: r.name, ...(r.keys ? { keys: r.keys } : {}), via: r.reads.map((x) => x.via) }));
+    expect(got).toEqual(want);
+  });
+
+  it('finds the same objects as referencedObjects, in the same order', () => {
+    const t = template({
+      containers: [{ name: 'app', envFrom: [{ configMapRef: { name: 'z' } }, { secretRef: { name: 'a' } }], env: [{ name: 'X', valueFrom: { configMapKeyRef: { name: 'b', key: 'k' } } }] }],
+      volumes: [{ name: 'v', projected: { sources: [{ configMap: { name: 'q' } }] } }],
+    });
+    for (const projected of [true, false]) {
+      expect(referenceReads(t, { projected }).map((r) => ({ kind: r.kind, name: r.name }))).toEqual(referencedObjects(t, { projected }));
+    }
   });
 });

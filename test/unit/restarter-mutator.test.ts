@@ -104,3 +104,32 @@ describe('restarterMutator and the digest record', () => {
     }
   });
 });
+
+describe('restarterMutator and the rollguard.io/timing record', () => {
+  const TIMING = 'debounce=5s min-restart-interval=1m max-restarts-per-second=5 rollout-min-step-interval=10s rollout-min-ready=10s';
+  const create = (object: Json): AdmissionRequest => ({ ...update(object, {}), operation: 'CREATE', oldObject: undefined });
+
+  it("writes it into a CREATE, beside the template's versions, before the caches sync too (a new object's generation is 1 whatever it carries)", () => {
+    for (const synced of [true, false]) {
+      const m = restarterMutator({ cachesSynced: synced, lookup, timing: TIMING });
+      for (const annotations of [{}, { team: 'a' }] as Record<string, string>[]) {
+        const created = set({ annotations });
+        const patched = apply(created, m(create(created), created));
+        expect(setAnnotations(patched)).toEqual({ ...annotations, 'rollguard.io/timing': TIMING });
+        expect(templateValue(patched)).toBe(synced ? 'cm-uid/264' : undefined);
+      }
+      const bare = set();
+      delete (bare.metadata as Json).annotations;
+      expect(setAnnotations(apply(bare, m(create(bare), bare)))).toEqual({ 'rollguard.io/timing': TIMING });
+    }
+  });
+
+  it('never into an UPDATE: the loop refreshes it with the writes it makes anyway', () => {
+    const m = restarterMutator({ cachesSynced: true, lookup, timing: TIMING });
+    const old = set({ value: 'cm-uid/208' });
+    const annotated = set({ value: 'cm-uid/208', annotations: { team: 'a' } });
+    expect(m(update(annotated, old), annotated)).toEqual([]);
+    const upgraded = set({ value: 'cm-uid/208', image: 'web:2' });
+    expect(setAnnotations(apply(upgraded, m(update(upgraded, old), upgraded)))['rollguard.io/timing']).toBeUndefined();
+  });
+});
