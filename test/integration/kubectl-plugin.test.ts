@@ -258,9 +258,10 @@ describe('kubectl rollguard why and list: the installed plugin through the real 
     // the pod the first step replaces comes back crash-looping
     fixture.kubelet.setBehaviour('gated-1', 'crashloop');
     await change('gated-config', { a: '2' });
-    const held = await waitFor('the rollout blocked', async () => {
+    // the replaced pod is Pending for a moment before the kubelet reports its crash loop: wait for the cause to settle
+    const held = await waitFor('the rollout blocked by the crash loop', async () => {
       const e = await why('sts/gated');
-      return e.state === 'held' ? e : undefined;
+      return e.state === 'held' && e.summary.includes('CrashLoopBackOff') ? e : undefined;
     }, { timeoutMs: 60_000 });
     expect(held.summary).toContain('Rollout blocked at partition 1: pod gated-1 is not ready (CrashLoopBackOff)');
     expect(held.next.find((n) => n.cause === 'rollout-blocked')!.text).toContain('once pod gated-1 is healthy again');
