@@ -65,7 +65,7 @@ export function restarterMutator(deps: RestarterMutatorDeps): Mutator {
       const desired = templateChanged ? keptForReferences(kept, template, current, dialect) : kept;
       return templateAnnotationOps(template?.metadata, desired, annotationChanges(current, desired, dialect));
     }
-    const timing = old === undefined && deps.timing !== undefined ? workloadAnnotationOps(workload.metadata?.annotations, TIMING_ANNOTATION, deps.timing) : [];
+    const timing = old === undefined && deps.timing !== undefined ? workloadAnnotationOps(workload.metadata?.annotations, { [TIMING_ANNOTATION]: deps.timing }) : [];
     if (!deps.cachesSynced) return timing;
 
     const plan = planAnnotations({
@@ -85,7 +85,7 @@ export function restarterMutator(deps: RestarterMutatorDeps): Mutator {
     const reason = bumps.map(describeChange).join('; ');
     const unconsumed = old.metadata?.annotations?.[RESTART_REASON_ANNOTATION];
     const value = unconsumed && unconsumed !== reason && !unconsumed.endsWith(`; ${reason}`) ? `${unconsumed}; ${reason}` : reason;
-    return [...ops, ...workloadAnnotationOps(workload.metadata?.annotations, RESTART_REASON_ANNOTATION, value)];
+    return [...ops, ...workloadAnnotationOps(workload.metadata?.annotations, { [RESTART_REASON_ANNOTATION]: value })];
   };
 }
 

@@ -32,11 +32,21 @@ export function templateAnnotationOps(
   });
 }
 
-/** The operations that set (value) or remove (undefined) one annotation of the workload's own metadata. */
-export function workloadAnnotationOps(annotations: Record<string, string> | null | undefined, key: string, value: string | undefined): Operation[] {
-  const current = annotations && Object.hasOwn(annotations, key) ? annotations[key] : undefined;
-  if (current === value) return [];
-  if (value === undefined) return [{ op: 'remove', path: `/metadata/annotations/${jsonpatch.escapePathComponent(key)}` }];
-  if (!annotations) return [{ op: 'add', path: '/metadata/annotations', value: { [key]: value } }];
-  return [{ op: current === undefined ? 'add' : 'replace', path: `/metadata/annotations/${jsonpatch.escapePathComponent(key)}`, value }];
+/**
+ * The operations that set (a string) or remove (undefined) annotations of the workload's own
+ * metadata. A workload without an annotation map gets one add of the whole map, so that no
+ * operation of the patch replaces the map another one added.
+ */
+export function workloadAnnotationOps(annotations: Record<string, string> | null | undefined, values: Record<string, string | undefined>): Operation[] {
+  const changed = Object.entries(values).filter(([key, value]) => (annotations && Object.hasOwn(annotations, key) ? annotations[key] : undefined) !== value);
+  if (changed.length === 0) return [];
+  if (!annotations) {
+    const added = Object.fromEntries(changed.filter((entry): entry is [string, string] => entry[1] !== undefined));
+    return Object.keys(added).length === 0 ? [] : [{ op: 'add', path: '/metadata/annotations', value: added }];
+  }
+  return changed.map(([key, value]): Operation => {
+    const path = `/metadata/annotations/${jsonpatch.escapePathComponent(key)}`;
+    if (value === undefined) return { op: 'remove', path };
+    return { op: Object.hasOwn(annotations, key) ? 'replace' : 'add', path, value };
+  });
 }

@@ -348,10 +348,7 @@ export class RestarterReconciler implements Reconciler {
     const reason = patchReason(current, changes, plan.dialect);
     const ops = [
       ...annotationPatch(ref.kind, set, desired, changes),
-      ...this.frozenOps(plan),
-      ...this.digestOps(plan),
-      ...workloadAnnotationOps(set.metadata?.annotations, LAST_RESTART_ANNOTATION, this.now().toISOString()),
-      ...this.timingOps(set),
+      ...workloadAnnotationOps(set.metadata?.annotations, { ...this.recordValues(plan), [LAST_RESTART_ANNOTATION]: this.now().toISOString(), ...this.timingValue() }),
     ];
     let patched: Workload;
     try {
@@ -391,33 +388,26 @@ export class RestarterReconciler implements Reconciler {
     await deps.events.record(eventSubject(ref, set, patched), { type: 'Normal', reason, message, action: PATCH_ACTION });
   }
 
-  /**
-   * The timing record rides along with a write of the set's annotations, never a reason for one
-   * (on a Deployment that write would be a generation). A set without an annotation map gets it
-   * with a later write, so that it never replaces the map another op of the same patch adds.
-   */
-  private timingOps(set: Workload): Operation[] {
-    if (this.deps.timing === undefined || !set.metadata?.annotations) return [];
-    return workloadAnnotationOps(set.metadata.annotations, TIMING_ANNOTATION, this.deps.timing);
+  /** The timing record rides along with a write of the set's annotations, never a reason for one (on a Deployment that write would be a generation). */
+  private timingValue(): Record<string, string> {
+    return this.deps.timing === undefined ? {} : { [TIMING_ANNOTATION]: this.deps.timing };
   }
 
-  private frozenOps(plan: Plan): Operation[] {
-    if (plan.frozen === undefined) return [];
-    return workloadAnnotationOps(plan.set.metadata?.annotations, FROZEN_ANNOTATION, plan.frozen ?? undefined);
-  }
-
-  private digestOps(plan: Plan): Operation[] {
-    if (plan.digests === undefined) return [];
-    return workloadAnnotationOps(plan.set.metadata?.annotations, DIGESTS_ANNOTATION, plan.digests ?? undefined);
+  /** The frozen list and the digest records where the plan changes them (null: removed). */
+  private recordValues(plan: Plan): Record<string, string | undefined> {
+    return {
+      ...(plan.frozen === undefined ? {} : { [FROZEN_ANNOTATION]: plan.frozen ?? undefined }),
+      ...(plan.digests === undefined ? {} : { [DIGESTS_ANNOTATION]: plan.digests ?? undefined }),
+    };
   }
 
   /** Only the frozen list or the digest records differ: a write of the set's own metadata, which rolls nothing. */
   private async writeFrozen(ref: WorkloadRef, plan: Plan): Promise<RestarterReconcileResult> {
     // digest records alone are not worth a new generation; they ride along with the next write
     if (plan.frozen === undefined && annotationWritesBumpGeneration(ref.kind)) return {};
-    const ops = [...this.frozenOps(plan), ...this.digestOps(plan)];
-    if (ops.length === 0) return {};
-    ops.push(...this.timingOps(plan.set));
+    const records = this.recordValues(plan);
+    if (workloadAnnotationOps(plan.set.metadata?.annotations, records).length === 0) return {};
+    const ops = workloadAnnotationOps(plan.set.metadata?.annotations, { ...records, ...this.timingValue() });
     await this.patch(ref, plan.set, [{ op: 'test', path: '/metadata/resourceVersion', value: plan.set.metadata?.resourceVersion ?? '' }, ...ops], 'the frozen references and data digests');
     if (plan.frozen !== undefined) this.deps.logger.debug({ workload: ref.key, frozen: plan.frozen }, `${describeWorkload(ref)}: frozen references now ${plan.frozen ?? 'none'}`);
     return {};
@@ -512,8 +502,7 @@ export class RestarterReconciler implements Reconciler {
     const reason = set.metadata?.annotations?.[RESTART_REASON_ANNOTATION] ?? '';
     const ops: Operation[] = [
       { op: 'test', path: '/metadata/resourceVersion', value: set.metadata?.resourceVersion ?? '' },
-      ...workloadAnnotationOps(set.metadata?.annotations, RESTART_REASON_ANNOTATION, undefined),
-      ...this.timingOps(set),
+      ...workloadAnnotationOps(set.metadata?.annotations, { [RESTART_REASON_ANNOTATION]: undefined, ...this.timingValue() }),
     ];
     const patched = await this.patch(ref, set, ops, 'the restart reason');
     const message = `${reason} (applied at admission, with the owner's change to the template)`;

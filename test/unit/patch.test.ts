@@ -1,7 +1,7 @@
 import jsonpatch from 'fast-json-patch';
 import { describe, expect, it } from 'vitest';
 import { annotationChanges, type DesiredAnnotation } from '../../src/restarter/annotations.js';
-import { templateAnnotationOps, type TemplateMetadata } from '../../src/restarter/patch.js';
+import { templateAnnotationOps, workloadAnnotationOps, type TemplateMetadata } from '../../src/restarter/patch.js';
 
 const desired = (key: string, value: string): DesiredAnnotation => ({ key, kind: 'ConfigMap', name: key.split('/')[1] ?? key, value });
 
@@ -47,5 +47,27 @@ describe('templateAnnotationOps', () => {
     for (const { key, value } of want) expect(annotations[key]).toBe(value);
     expect(Object.keys(annotations).filter((k) => k.includes('rollguard.io/')).sort()).toEqual(want.map((d) => d.key).sort());
     if (current?.mine) expect(annotations.mine).toBe('kept');
+  });
+});
+
+describe('workloadAnnotationOps', () => {
+  const applied = (annotations: Record<string, string> | undefined, values: Record<string, string | undefined>): Record<string, string> | undefined => {
+    const doc = { metadata: annotations ? { annotations: { ...annotations } } : {} };
+    return jsonpatch.applyPatch(doc, workloadAnnotationOps(annotations, values), true, false).newDocument.metadata.annotations;
+  };
+
+  it.each([
+    ['no map, two values: both land', undefined, { a: '1', b: '2' }, { a: '1', b: '2' }],
+    ['no map, a removal and a value: the value lands', undefined, { a: undefined, b: '2' }, { b: '2' }],
+    ['no map, only removals: nothing to write', undefined, { a: undefined }, undefined],
+    ['a map: set, replace and remove', { a: '1', c: '3' }, { a: '9', b: '2', c: undefined }, { a: '9', b: '2' }],
+    ['a map that already holds the values: no operation', { a: '1' }, { a: '1' }, { a: '1' }],
+  ])('%s', (_what, annotations, values, expected) => {
+    expect(applied(annotations, values)).toEqual(expected);
+  });
+
+  it('writes nothing when nothing differs', () => {
+    expect(workloadAnnotationOps({ a: '1' }, { a: '1', b: undefined })).toEqual([]);
+    expect(workloadAnnotationOps(undefined, {})).toEqual([]);
   });
 });

@@ -409,11 +409,11 @@ describe('RestarterReconciler', () => {
       expect(same.patches[0]!.filter((op) => op.path === TIMING_PATH)).toEqual([]);
     });
 
-    it('waits for a set with no annotation map: an add of the whole map by another op of the patch would be replaced by it', async () => {
+    it('a set with no annotation map gets it in one add, with the restart time beside it', async () => {
       const h = harness({ cached: set({ [CM]: 'u1/812', [SECRET]: 'u2/3' }), versions, timing: TIMING });
       await h.reconciler.reconcile('StatefulSet/ns/web', signal);
       expect(h.patches[0]!.filter((op) => op.path.startsWith('/metadata/annotations'))).toEqual([
-        { op: 'add', path: '/metadata/annotations', value: { [LAST_RESTART_ANNOTATION]: '2026-12-01T10:00:00.000Z' } },
+        { op: 'add', path: '/metadata/annotations', value: { [LAST_RESTART_ANNOTATION]: '2026-12-01T10:00:00.000Z', 'rollguard.io/timing': TIMING } },
       ]);
     });
   });
