@@ -1,5 +1,5 @@
 /**
- * The health of one balanced backend, as haproxy counts it: a single counter moved by each
+ * The health of one balanced backend, as L4 balancers count it: a single counter moved by each
  * check's result, so that `fall` failed checks in a row take an UP backend out and `rise`
  * passed checks in a row put a DOWN one back; one result against the trend resets the count.
  * No I/O here: tcp-balancer.ts runs the checks and asks these functions what they mean.
@@ -16,8 +16,8 @@ export interface HealthThresholds {
 
 /**
  * A backend nobody has checked yet counts as DOWN, so nothing reaches it before its /readyz has
- * answered once. (haproxy starts a checked server UP and lets the first failure take it down;
- * a Service's endpoint is not ready before its first probe passes, and that is what tests need.)
+ * answered once. (Some balancers start a checked server UP and let the first failure take it
+ * down; a Service's endpoint is not ready before its first probe passes, and that is what tests need.)
  */
 export const UNCHECKED = 0;
 
@@ -43,7 +43,7 @@ export function isUp(health: number, t: HealthThresholds): boolean {
 }
 
 /**
- * The state as haproxy's stats show it: `UP`, `DOWN`, or a backend on its way: `UP k/fall` is up
+ * The state as a balancer's stats show it: `UP`, `DOWN`, or a backend on its way: `UP k/fall` is up
  * with k more failures taking it down (`UP 1/2`: one), `DOWN k/rise` is down with k of the `rise`
  * passes that bring it up seen (`DOWN 1/3`).
  */

@@ -31,9 +31,9 @@ const CHECK_TIMEOUT_MS = 1_000;
 const THRESHOLDS: HealthThresholds = { rise: 1, fall: 2 };
 /** A backend that does not accept a connection in this time has failed this attempt. */
 const CONNECT_TIMEOUT_MS = 2_000;
-/** Attempts after the first to connect to the chosen backend (haproxy's `retries` default). */
+/** Attempts after the first to connect to the chosen backend (an L4 balancer's usual default). */
 const CONNECT_RETRIES = 3;
-/** Pause before another attempt, so a backend that refuses is not hammered (haproxy's turn-around). */
+/** Pause before another attempt, so a backend that refuses is not hammered. */
 const RETRY_PAUSE_MS = Math.min(CONNECT_TIMEOUT_MS, 1_000);
 /** A connection with no traffic either way for this long is closed, as by an L4 balancer's idle timeout. */
 const IDLE_TIMEOUT_MS = 120_000;
@@ -43,7 +43,7 @@ interface Member {
   health: number;
 }
 
-/** Whether GET /readyz on the check port answers 2xx or 3xx in time (haproxy's `option httpchk`). */
+/** Whether GET /readyz on the check port answers 2xx or 3xx in time, as an L4 balancer's HTTP check asks. */
 function readyzPasses(checkPort: number, stopping: AbortSignal): Promise<boolean> {
   return new Promise((resolve) => {
     const req = http.get(
@@ -82,8 +82,8 @@ function connectTo(port: number): Promise<net.Socket | undefined> {
 /**
  * A real L4 balancer in front of rollguard replicas: new connections go round robin to the
  * replicas whose /readyz answers, like a Service whose endpoints follow readiness. Connections
- * already open stay where they are when their backend goes DOWN (as with haproxy, and as with
- * kube-proxy): a draining replica finishes what it has and closes them itself.
+ * already open stay where they are when their backend goes DOWN (as with kube-proxy
+ * and L4 balancers by default): a draining replica finishes what it has and closes them itself.
  */
 export async function startBalancer(backends: Backend[], checkIntervalMs = 100): Promise<Balancer> {
   const names = new Set(backends.map((b) => b.name));
@@ -140,7 +140,7 @@ export async function startBalancer(backends: Backend[], checkIntervalMs = 100):
       client.destroy();
       return;
     }
-    // retries stay on the chosen backend (haproxy without `option redispatch`), so a backend that
+    // retries stay on the chosen backend (no redispatch to another), so a backend that
     // reports ready but refuses connections shows as failed requests rather than being hidden
     for (let attempt = 0; attempt <= CONNECT_RETRIES; attempt++) {
       if (attempt > 0) await delay(RETRY_PAUSE_MS, undefined, { signal: stopping.signal }).catch(() => undefined);

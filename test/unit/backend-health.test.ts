@@ -4,7 +4,7 @@ import { UNCHECKED, healthAfterCheck, healthText, isUp, type HealthThresholds } 
 import { propertyRuns } from '../env/property-runs.js';
 
 /**
- * The rule as haproxy's manual states it, in runs of results: a DOWN backend comes UP after
+ * The rule in runs of results, as an L4 balancer's manual states it: a DOWN backend comes UP after
  * `rise` passed checks in a row, an UP one goes DOWN after `fall` failed checks in a row, and a
  * result against the trend starts the count again.
  */
@@ -30,7 +30,7 @@ const results = fc.array(fc.boolean(), { maxLength: 60 });
 const checked = (from: number, checks: boolean[], t: HealthThresholds): number => checks.reduce((h, passed) => healthAfterCheck(h, passed, t), from);
 
 describe('backend health (fall/rise)', () => {
-  it('follows the run-length rule after every check, and shows its state as haproxy does', () => {
+  it('follows the run-length rule after every check, and shows its state as UP, DOWN or UP k/fall, DOWN k/rise', () => {
     fc.assert(
       fc.property(thresholds, results, (t, checks) => {
         let health = UNCHECKED;
