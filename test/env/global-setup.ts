@@ -1,3 +1,6 @@
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
 import { startControlPlane } from '../../src/dev/control-plane.js';
 import { buildRollguard } from './rollguard-process.js';
@@ -10,11 +13,28 @@ declare module 'vitest' {
   }
 }
 
+const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+/**
+ * Tools that test files ask for (helm for the manifest and RBAC tests, kubectl-kuttl for the kuttl
+ * cases). Each script builds its tool with Go on first use and is instant once cached; a cold build
+ * takes minutes on two cores, more than a hook's or a test's timeout, so it happens here, where
+ * there is none, and `npm test` needs no build run before it.
+ */
+const TOOL_SCRIPTS = ['test/env/build-tools.sh', 'src/dev/build-kuttl.sh'];
+
+function buildTools(): void {
+  for (const script of TOOL_SCRIPTS) {
+    execFileSync('bash', [path.join(REPO_ROOT, script)], { cwd: REPO_ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+  }
+}
+
 /** One real control plane for the whole integration project; each test file makes its own namespace. */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const started = Date.now();
   // tests that need rollguard as a real process (signals, two replicas) run the compiled CLI
   buildRollguard();
+  buildTools();
+  // builds etcd and Kubernetes first when they are not cached
   const cp = await startControlPlane();
   console.log(`[control-plane] ready at ${cp.server} in ${Date.now() - started} ms (logs in ${cp.dir})`);
   project.provide('kubeconfigPath', cp.kubeconfigPath);
