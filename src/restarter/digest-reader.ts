@@ -26,14 +26,22 @@ const DATA_GET_TIMEOUT_MS = 10_000;
 
 const PLURALS: Record<ObjectKind, string> = { ConfigMap: 'configmaps', Secret: 'secrets' };
 
+function objectId(kind: ObjectKind, namespace: string, name: string): string {
+  return `${kind}/${namespace}/${name}`;
+}
+
 interface Remembered {
+  /** The version the cache showed when the read was made. */
+  seen: string;
   read: Promise<DigestRead>;
   at: number;
 }
 
 /**
- * GETs one object and keeps only its digests, remembered by (kind, namespace, name, the version
- * the cache showed): the sets that share the object, and a burst within the debounce, cost one GET.
+ * GETs one object and keeps only its digests, remembered by (kind, namespace, name) with the version
+ * the cache showed: the sets that share the object, and a burst within the debounce, cost one GET.
+ * One read per object: a read for another version replaces it, and `forget` drops it once the
+ * object is deleted, so nothing outlives its object.
  */
 export class DigestReader {
   private readonly remembered = new Map<string, Remembered>();
@@ -48,17 +56,30 @@ export class DigestReader {
   ) {}
 
   read(kind: ObjectKind, namespace: string, name: string, seen: string): Promise<DigestRead> {
-    const id = `${kind}/${namespace}/${name}@${seen}`;
+    const id = objectId(kind, namespace, name);
     const now = this.now();
     const hit = this.remembered.get(id);
-    if (hit && now - hit.at < READ_REUSE_MS) return hit.read;
+    if (hit && hit.seen === seen && now - hit.at < READ_REUSE_MS) return hit.read;
     this.forgetOld(now);
     const read = this.fetch(kind, namespace, name);
     // re-inserted, not updated in place: the map stays in the order of `at`
     this.remembered.delete(id);
-    this.remembered.set(id, { read, at: now });
-    read.catch(() => this.remembered.delete(id));
+    const entry: Remembered = { seen, read, at: now };
+    this.remembered.set(id, entry);
+    read.catch(() => {
+      if (this.remembered.get(id) === entry) this.remembered.delete(id);
+    });
     return read;
+  }
+
+  /** Drops what is remembered of an object that is gone (its cache saw it deleted). */
+  forget(kind: ObjectKind, namespace: string, name: string): void {
+    this.remembered.delete(objectId(kind, namespace, name));
+  }
+
+  /** Objects whose last read is remembered; for /status. */
+  size(): number {
+    return this.remembered.size;
   }
 
   /** From the oldest on, up to the first still fresh: a read costs what expired since, not a walk of them all. */

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ApiStatusError, type RawApi } from '../../src/kube/raw-api.js';
 import { STACKABLE_DIALECT } from '../../src/compat/stackable.js';
@@ -71,5 +72,48 @@ describe('DigestReader', () => {
     await reader.read('ConfigMap', 'ns', 'a', 'u/1');
     await reader.read('ConfigMap', 'ns', 'b', 'u/1');
     expect(paths.slice(3)).toEqual(['/api/v1/namespaces/ns/configmaps/c', '/api/v1/namespaces/ns/configmaps/b']);
+  });
+
+  it('keeps one read per object: a new version replaces it, a deleted object is forgotten at once', async () => {
+    const { api, paths } = fakeApi(() => ({ metadata: { uid: 'u', resourceVersion: '1' }, data: {} }));
+    const reader = new DigestReader(api, KEYS, () => undefined, () => 0);
+    await reader.read('ConfigMap', 'ns', 'a', 'u/1');
+    await reader.read('ConfigMap', 'ns', 'a', 'u/2');
+    await reader.read('Secret', 'ns', 'a', 'u/1');
+    expect(reader.size()).toBe(2);
+    reader.forget('ConfigMap', 'ns', 'a');
+    expect(reader.size()).toBe(1);
+    // forgotten: the next read of it GETs again, even within the window
+    await reader.read('ConfigMap', 'ns', 'a', 'u/2');
+    expect(paths.filter((p) => p.endsWith('/configmaps/a'))).toHaveLength(3);
+  });
+
+  it('whatever reads and deletions come, it holds at most one read per object still there, and none once all are gone', async () => {
+    const names = ['a', 'b', 'c', 'd'];
+    const op = fc.oneof(
+      fc.record({ read: fc.constantFrom(...names), version: fc.integer({ min: 1, max: 3 }), advance: fc.integer({ min: 0, max: 40_000 }) }),
+      fc.record({ forget: fc.constantFrom(...names) }),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { maxLength: 40 }), async (ops) => {
+        let clock = 0;
+        const reader = new DigestReader(fakeApi(() => ({ metadata: { uid: 'u', resourceVersion: '1' }, data: {} })).api, KEYS, () => undefined, () => clock);
+        const live = new Set<string>();
+        for (const o of ops) {
+          if ('read' in o) {
+            clock += o.advance;
+            await reader.read('ConfigMap', 'ns', o.read, `u/${o.version}`);
+            live.add(o.read);
+          } else {
+            reader.forget('ConfigMap', 'ns', o.forget);
+            live.delete(o.forget);
+          }
+          expect(reader.size()).toBeLessThanOrEqual(live.size);
+        }
+        for (const name of names) reader.forget('ConfigMap', 'ns', name);
+        expect(reader.size()).toBe(0);
+      }),
+      { seed: 25, numRuns: 200 },
+    );
   });
 });
