@@ -17,6 +17,12 @@ export interface RollguardStatus {
   certificate: { source: string; not_after?: string; ca_not_after?: string };
   /** health-gated rollouts in progress (known on the leader) */
   rollouts: PublicRollout[];
+  /**
+   * Entries of each per-object map this process keeps, by map name (a closed set, see
+   * docs/troubleshooting.md): counts only, never a name. Each returns to its baseline once the
+   * objects it is about are deleted.
+   */
+  memory: Record<string, number>;
 }
 
 /**
@@ -70,6 +76,7 @@ export interface StatusSources {
   caches(): Record<string, CacheStatus>;
   certificate(): { source: string; notAfter?: string; caNotAfter?: string };
   rollouts(): RolloutSummary[];
+  memory(): Record<string, number>;
 }
 
 export function rollguardStatus(from: StatusSources): RollguardStatus {
@@ -92,5 +99,6 @@ export function rollguardStatus(from: StatusSources): RollguardStatus {
     caches: from.caches(),
     certificate: { source: cert.source, not_after: cert.notAfter, ca_not_after: cert.caNotAfter },
     rollouts: from.rollouts().map(publicRollout),
+    memory: from.memory(),
   };
 }

@@ -134,6 +134,11 @@ export class Controller implements Runnable {
     return { queued: term && !term.signal.aborted ? term.queue.depth() : 0, inFlight: term?.inFlight ?? 0 };
   }
 
+  /** The running term's queue, map by map (keys queued, delayed, backing off); for /status (`memory`). */
+  queueMemory(): { queued: number; delayed: number; failures: number } {
+    return this.current?.queue.memory() ?? { queued: 0, delayed: 0, failures: 0 };
+  }
+
   async start(signal: AbortSignal): Promise<void> {
     if (this.current && !this.current.signal.aborted) throw new Error(`${this.name} is already running`);
     // the previous term's caches must be gone before new ones watch

@@ -93,6 +93,20 @@ export class EventRecorder {
     await this.create({ aggregationKey, body, namespace: subject.namespace, attempt: 0 });
   }
 
+  /**
+   * Drops the aggregation records of an object that is gone (by uid): a new object of the same
+   * name has another uid, so they could never count again.
+   */
+  forget(uid: string): void {
+    const prefix = `${uid}\u0000`;
+    for (const key of this.recent.keys()) if (key.startsWith(prefix)) this.recent.delete(key);
+  }
+
+  /** Events remembered for aggregation; for /status. */
+  aggregatedCount(): number {
+    return this.recent.size;
+  }
+
   /** Events written again later because their write failed with no answer; for /status and tests. */
   pendingCount(): number {
     return this.pending.size;

@@ -163,6 +163,11 @@ export class WorkQueue {
     return this.processing.size;
   }
 
+  /** How many keys each of its per-key maps holds; for /status (`memory`). */
+  memory(): { queued: number; delayed: number; failures: number } {
+    return { queued: this.dirty.size, delayed: this.delayed.size, failures: this.failures.size };
+  }
+
   private push(key: string, line: 'front' | 'back'): void {
     const getter = this.getters.shift();
     if (getter) {

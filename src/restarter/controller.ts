@@ -62,8 +62,8 @@ export interface RestarterControllerOptions {
   resyncPeriodMs?: number;
   logger: Logger;
   metrics: Metrics;
-  /** Records the Event of every template change (main.ts builds the one recorder). */
-  events: Pick<EventRecorder, 'record'>;
+  /** Records the Event of every template change (main.ts builds the one recorder); told of each workload that is gone, when it can forget. */
+  events: Pick<EventRecorder, 'record'> & Partial<Pick<EventRecorder, 'forget'>>;
   /** rollguard's own namespace, where the digest key Secret lives; omitted: no data check (every version bump rolls). */
   ownNamespace?: string;
   /** The features a Deployment or DaemonSet is warned it asks for in vain (rollout/, handover/). */
@@ -82,6 +82,8 @@ export interface RestarterStatus {
   queued: number;
   inFlight: number;
   cache: Record<'ConfigMap' | 'Secret' | WorkloadKind, CacheStatus>;
+  /** Entries of every per-object map the restarter keeps (/status `memory`, docs/troubleshooting.md). */
+  memory: Record<string, number>;
 }
 
 export interface RestarterController {
@@ -275,17 +277,44 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
       // a set with both labels that lost one is still in the other watch
       const still = effect.index === 'remove' ? store.get(event.previous?.metadata?.namespace ?? '', event.previous?.metadata?.name ?? '') : undefined;
       if (effect.index === 'remove' && !still) index.removeSet(effect.key);
+      if (event.type === 'deleted' && !still && event.previous?.metadata?.uid) opts.events.forget?.(event.previous.metadata.uid);
       else if (effect.index && effect.index !== 'remove') index.setReferences(effect.key, event.current?.metadata?.namespace ?? '', effect.index);
       if (effect.wake || still) controller.enqueue({ key: effect.key, debounce: true });
     });
   }
   for (const kind of ['ConfigMap', 'Secret'] as const) {
     const { store } = metadata[kind];
-    store.onEvent(() => metrics.cachedObjects.set({ kind }, store.size()));
+    store.onEvent((event) => {
+      metrics.cachedObjects.set({ kind }, store.size());
+      if (event.type === 'deleted') digestReader?.forget(kind, event.namespace, event.name);
+    });
     controller.watches(store.onEvent.bind(store), (event: MetadataEvent) =>
       objectEventWakesReferrers(event) ? index.referrersOf(kind, event.namespace, event.name).map((key) => ({ key, debounce: true })) : [],
     );
   }
+
+  const restarterMemory = (): Record<string, number> => {
+    const queue = controller.queueMemory();
+    const reconcile = reconciler.memory();
+    const cached = (kind: WorkloadKind): number => workloads[kind].store.size() + compatCaches.filter((c) => c.kind === kind).reduce((n, c) => n + c.store.size(), 0);
+    return {
+      'restarter.cache.configmaps': metadata.ConfigMap.store.size(),
+      'restarter.cache.secrets': metadata.Secret.store.size(),
+      'restarter.cache.statefulsets': cached('StatefulSet'),
+      'restarter.cache.deployments': cached('Deployment'),
+      'restarter.cache.daemonsets': cached('DaemonSet'),
+      'restarter.reverse_index.sets': index.size().sets,
+      'restarter.reverse_index.objects': index.size().objects,
+      'restarter.digest_reads': digestReader?.size() ?? 0,
+      'restarter.queue.queued': queue.queued,
+      'restarter.queue.delayed': queue.delayed,
+      'restarter.queue.failures': queue.failures,
+      'restarter.reconciler.lag_since': reconcile.lag_since,
+      'restarter.reconciler.in_doubt': reconcile.in_doubt,
+      'restarter.reconciler.deferred': reconcile.deferred,
+      'restarter.reconciler.told_unsupported': reconcile.told_unsupported,
+    };
+  };
 
   const whenCachesSynced = async (signal: AbortSignal): Promise<boolean> => {
     for (const informer of informers) if (!(await informer.whenSynced(signal))) return false;
@@ -324,6 +353,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
         Deployment: workloads.Deployment.informer.status(workloads.Deployment.store.size()),
         DaemonSet: workloads.DaemonSet.informer.status(workloads.DaemonSet.store.size()),
       },
+      memory: restarterMemory(),
     }),
   };
 }

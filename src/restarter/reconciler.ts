@@ -191,6 +191,11 @@ export class RestarterReconciler implements Reconciler {
     this.now = deps.now ?? (() => new Date());
   }
 
+  /** How many workloads each per-workload map holds; for /status (`memory`). */
+  memory(): { lag_since: number; in_doubt: number; deferred: number; told_unsupported: number } {
+    return { lag_since: this.lagSince.size, in_doubt: this.inDoubt.size, deferred: this.deferred.size, told_unsupported: this.toldUnsupported.size };
+  }
+
   async reconcile(key: string, signal: AbortSignal): Promise<RestarterReconcileResult> {
     const { deps } = this;
     if (!deps.cachesSynced()) return { requeueAfterMs: NOT_SYNCED_RETRY_MS };
