@@ -66,4 +66,22 @@ describe('EventRecorder', () => {
     expect(unreachable.tries).toHaveLength(4);
     expect(unreachable.stored).toEqual([]);
   });
+
+  it("forgets the aggregation of an object that is gone, and only that object's", async () => {
+    const { api, stored } = fakeApi([]);
+    const events = recorder(api);
+    const other = { ...subject, name: 'db', uid: 'other-uid' };
+    await events.record(subject, spec);
+    await events.record(subject, { ...spec, reason: 'RestartsDeferred' });
+    await events.record(other, spec);
+    expect(events.aggregatedCount()).toBe(3);
+    events.forget('set-uid');
+    expect(events.aggregatedCount()).toBe(1);
+    // the other object still counts on its Event (a PATCH, no new one); the gone one's uid is not a prefix of another's
+    events.forget('other');
+    await events.record(other, spec);
+    expect(stored).toHaveLength(3);
+    expect(events.aggregatedCount()).toBe(1);
+  });
 });
+
