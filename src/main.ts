@@ -211,7 +211,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
       caches: () => restarter.status().cache,
       certificate: () => certificates.status(),
       rollouts: () => rollouts.status().rollouts,
-      memory: () => ({ ...restarter.status().memory, 'events.aggregation': events.aggregatedCount(), 'events.pending': events.pendingCount() }),
+      memory: () => ({ ...restarter.status().memory, ...(podRestarter ? podRestarter.memory() : {}), 'events.aggregation': events.aggregatedCount(), 'events.pending': events.pendingCount() }),
     });
 
   const admin = new AdminServer({

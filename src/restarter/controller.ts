@@ -1,7 +1,7 @@
 import { AppsV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Operation } from 'fast-json-patch';
 import type { Logger } from 'pino';
-import type { EventRecorder } from '../kube/events.js';
+import type { EventRecorder, EventSpec, EventSubject } from '../kube/events.js';
 import type { CacheStatus, Informer } from '../kube/informer.js';
 import {
   PARTIAL_METADATA_LIST_ACCEPT,
@@ -227,6 +227,14 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   // only a dialect that writes content digests (Stackable's) costs the extra digest of every read
   const contentDigest = dialects.find((d) => d.contentDigest)?.contentDigest;
   const digestReader = digestKeys ? new DigestReader(api, () => digestKeys.keys(), (kind) => metrics.dataReads.inc({ kind }), undefined, contentDigest?.of) : undefined;
+  const forget = opts.events.forget?.bind(opts.events);
+  // An Event whose write was under way while its workload was deleted lands after the deletion
+  // told the recorder to forget it: forgotten then, so its aggregation outlives it by nothing.
+  const recordAndForgetGone = async (subject: EventSubject, spec: EventSpec): Promise<void> => {
+    await opts.events.record(subject, spec);
+    const kind = WORKLOAD_KINDS.find((k) => k === subject.kind);
+    if (forget && kind && workloadStore(kind).get(subject.namespace, subject.name)?.metadata?.uid !== subject.uid) forget(subject.uid);
+  };
   const reconciler = new RestarterReconciler({
     workload: (kind, namespace, name) => workloadStore(kind).get(namespace, name),
     dialects,
@@ -237,7 +245,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     readFresh: (kind, namespace, name) => readFresh(api, kind, namespace, name, ignore),
     minRestartIntervalMs: opts.minRestartIntervalMs ?? DEFAULT_MIN_RESTART_INTERVAL_MS,
     patchWorkload: (kind, namespace, name, ops) => patchWorkload(apps, kind, namespace, name, ops),
-    events: opts.events,
+    events: { record: recordAndForgetGone },
     restartLimiter,
     logger: log,
     metrics,

@@ -1,5 +1,7 @@
 import type { V1Deployment, V1EnvFromSource, V1StatefulSet } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { EXPIRES_AT_PREFIX } from '../../src/compat/expiry.js';
+import { REASON_EXPIRED, REASON_INVALID_EXPIRY } from '../../src/compat/pod-restarter.js';
 import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
 import { createNamespace, deployment, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
 import { printProcessLogsOnFailure, startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
@@ -18,6 +20,8 @@ const SECRETS_PER_SET = 3;
 /** Sets whose first ConfigMap gets new data, so the loop reads digests, rolls and records Events. */
 const CHANGED_PER_NAMESPACE = 40;
 const PARALLEL_REQUESTS = 24;
+/** Pods with a Stackable expires-at annotation, for the pod restarter of --compat stackable. */
+const PODS = 200;
 
 type Memory = Record<string, number>;
 
@@ -81,7 +85,8 @@ describe('memory of what is gone', () => {
     rollguard = await startRollguardProcess({
       name: 'gone',
       kubeconfigPath,
-      args: [`--namespace=${own}`, `--watch-namespaces=${kept},${dropped}`, '--webhook-configuration=', '--debounce=200ms', '--max-restarts-per-second=1000'],
+      // --compat stackable: its pod restarter keeps per-pod maps of its own
+      args: [`--namespace=${own}`, `--watch-namespaces=${kept},${dropped}`, '--webhook-configuration=', '--debounce=200ms', '--max-restarts-per-second=1000', '--compat=stackable'],
     });
     await rollguard.waitReady();
   });
@@ -165,4 +170,32 @@ describe('memory of what is gone', () => {
     }, { timeoutMs: 60_000, intervalMs: 500 });
     console.log(`memory-of-gone: created in ${created - started} ms, annotated and rolled in ${rolled - created} ms, freed in ${Date.now() - rolled} ms; filled: ${JSON.stringify(filled)}`);
   }, 300_000);
+
+  it('--compat stackable: pods it evicted, warned about, or that are deleted leave nothing behind', async () => {
+    const baseline = await memoryOf(rollguard);
+    const expired = new Date(Date.now() - 60_000).toISOString();
+    const pod = (name: string, annotations: Record<string, string>) => ({
+      metadata: { name, annotations },
+      spec: { containers: [{ name: 'app', image: 'registry.example/app:1' }] },
+    });
+    // half with a time long past (evicted: unbound pods go at once), half with one nobody can read (a Warning each, then deleted by us)
+    await inParallel(range(PODS), (i) =>
+      core.createNamespacedPod({ namespace: kept, body: pod(`pod-${i}`, i % 2 === 0 ? { [`${EXPIRES_AT_PREFIX}tls`]: expired } : { [`${EXPIRES_AT_PREFIX}tls`]: 'soon' }) }),
+    );
+    await waitUntil('an Event for every pod', async () => {
+      const events = (await core.listNamespacedEvent({ namespace: kept })).items.filter((e) => e.involvedObject.kind === 'Pod');
+      const expiredEvents = events.filter((e) => e.reason === REASON_EXPIRED).length;
+      const invalid = events.filter((e) => e.reason === REASON_INVALID_EXPIRY).length;
+      return (expiredEvents === PODS / 2 && invalid === PODS / 2) || `${expiredEvents} ${REASON_EXPIRED}, ${invalid} ${REASON_INVALID_EXPIRY}`;
+    }, { timeoutMs: 60_000, intervalMs: 500 });
+    const filled = await memoryOf(rollguard);
+    expect(filled['compat.pod_restarter.warned']).toBe(PODS / 2);
+    expect(filled['compat.pod_restarter.told']).toBeGreaterThan(0);
+    await core.deleteCollectionNamespacedPod({ namespace: kept });
+    await waitUntil('every per-object map back at its baseline', async () => {
+      const diff = differences(await memoryOf(rollguard), baseline);
+      return diff.length === 0 || diff.join('; ');
+    }, { timeoutMs: 30_000, intervalMs: 500 });
+  });
 });
+

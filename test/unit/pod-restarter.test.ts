@@ -86,4 +86,28 @@ describe('ExpiringPodStore', () => {
     expect(store.size()).toBe(0);
     expect(changed).toEqual(['cert', 'cert']);
   });
+
+  it('keeps nothing about a pod once it is gone: refusals, the Warning of an unreadable time, the Events to aggregate', async () => {
+    const valid = { [`${EXPIRES_AT_PREFIX}tls`]: new Date(AT).toISOString() };
+    let pod: ExpiringPod | undefined = expiring({ ...valid, [`${EXPIRES_AT_PREFIX}bad`]: 'soon' });
+    const forgotten: string[] = [];
+    const r = new PodRestarter({
+      pod: () => pod,
+      evict: async () => Promise.reject(apiError(429)),
+      events: { record: async () => undefined, forget: (uid) => void forgotten.push(uid) },
+      logger: pino({ level: 'silent' }),
+      now: () => AT + 1,
+    });
+    await r.reconcile('ns/p');
+    expect(r.memory()).toEqual({ refusals: 1, warned: 1, told: 1 });
+    // the same name, another pod: its refusals count afresh
+    pod = { ...pod!, uid: 'u2', resourceVersion: '9', expiry: expiryOf(valid) };
+    await r.reconcile('ns/p');
+    expect(r.memory()).toEqual({ refusals: 1, warned: 0, told: 1 });
+    pod = undefined;
+    await r.reconcile('ns/p');
+    expect(r.memory()).toEqual({ refusals: 0, warned: 0, told: 0 });
+    expect(forgotten).toEqual(['u2']);
+  });
 });
+
