@@ -285,6 +285,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
       // a set with both labels that lost one is still in the other watch
       const still = effect.index === 'remove' ? store.get(event.previous?.metadata?.namespace ?? '', event.previous?.metadata?.name ?? '') : undefined;
       if (effect.index === 'remove' && !still) index.removeSet(effect.key);
+      if (event.type === 'deleted' && !still) reconciler.forgetWorkload(effect.key);
       if (event.type === 'deleted' && !still && event.previous?.metadata?.uid) opts.events.forget?.(event.previous.metadata.uid);
       else if (effect.index && effect.index !== 'remove') index.setReferences(effect.key, event.current?.metadata?.namespace ?? '', effect.index);
       if (effect.wake || still) controller.enqueue({ key: effect.key, debounce: true });

@@ -237,6 +237,17 @@ export class RestarterReconciler implements Reconciler {
     return this.writeTemplate(ref, again);
   }
 
+  /**
+   * The workload is gone from the caches: nothing about it is kept, also when no reconcile
+   * follows (a replica that led once and leads no more; its next term's pass skips what is gone).
+   */
+  forgetWorkload(key: string): void {
+    this.lagSince.delete(key);
+    this.deferred.delete(key);
+    this.inDoubt.delete(key);
+    this.toldUnsupported.delete(key);
+  }
+
   private forget(ref: WorkloadRef): RestarterReconcileResult {
     this.lagSince.delete(ref.key);
     this.deferred.delete(ref.key);

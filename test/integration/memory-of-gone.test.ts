@@ -3,6 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { EXPIRES_AT_PREFIX } from '../../src/compat/expiry.js';
 import { REASON_EXPIRED, REASON_INVALID_EXPIRY } from '../../src/compat/pod-restarter.js';
 import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
+import { HEALTH_GATED_ANNOTATION, HEALTH_GATED_VALUE } from '../../src/rollout/decision.js';
 import { createNamespace, deployment, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
 import { printProcessLogsOnFailure, startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
 import { waitUntil } from '../env/wait.js';
@@ -46,12 +47,16 @@ function readsOf(i: number, size: { configMaps: number; secrets: number }): { co
   };
 }
 
-/** Even sets are StatefulSets, odd ones Deployments; no replicas: the test is about rollguard's memory, not pods. */
+/**
+ * Even sets are StatefulSets, odd ones Deployments that ask for health-gated rollouts (a
+ * StatefulSet-only feature: a Warning each, remembered); no replicas: the test is about
+ * rollguard's memory, not pods.
+ */
 function workload(i: number, size: { configMaps: number; secrets: number }): { kind: 'StatefulSet'; body: V1StatefulSet } | { kind: 'Deployment'; body: V1Deployment } {
   const reads = readsOf(i, size);
   const envFrom: V1EnvFromSource[] = [...reads.configMaps.map((name) => ({ configMapRef: { name } })), ...reads.secrets.map((name) => ({ secretRef: { name } }))];
   const labels = { [ENABLED_LABEL]: 'true' };
-  const body = i % 2 === 0 ? statefulSet(`set-${i}`, { replicas: 0, labels }) : deployment(`set-${i}`, { replicas: 0, labels });
+  const body = i % 2 === 0 ? statefulSet(`set-${i}`, { replicas: 0, labels }) : deployment(`set-${i}`, { replicas: 0, labels, annotations: { [HEALTH_GATED_ANNOTATION]: HEALTH_GATED_VALUE } });
   body.spec!.template.spec!.containers[0]!.envFrom = envFrom;
   return i % 2 === 0 ? { kind: 'StatefulSet', body: body as V1StatefulSet } : { kind: 'Deployment', body: body as V1Deployment };
 }
@@ -151,6 +156,7 @@ describe('memory of what is gone', () => {
     expect(filled['restarter.reverse_index.sets']).toBe(SIZES.kept.sets + SIZES.dropped.sets);
     expect(filled['restarter.digest_reads']).toBeGreaterThan(0);
     expect(filled['events.aggregation']).toBeGreaterThan(0);
+    expect(filled['restarter.reconciler.told_unsupported']).toBe((SIZES.kept.sets + SIZES.dropped.sets) / 2);
     const rolled = Date.now();
 
     // kept: objects first (their sets wake and find them gone), then the sets; dropped: the namespace
