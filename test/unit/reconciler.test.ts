@@ -188,6 +188,19 @@ describe('RestarterReconciler', () => {
     expect(next.events, 'a StatefulSet may ask for it').toEqual([]);
   });
 
+  it('keeps nothing about a workload once it is gone: forgetWorkload drops what it was told', async () => {
+    const cached = set({ [CM]: 'u1/845', [SECRET]: 'u2/3' });
+    cached.metadata = { ...cached.metadata, annotations: { 'rollguard.io/rollout': 'health-gated' } };
+    const h = harness({ cached, versions });
+    await h.reconciler.reconcile('Deployment/ns/web', signal);
+    expect(h.reconciler.memory()).toEqual({ lag_since: 0, in_doubt: 0, deferred: 0, told_unsupported: 1 });
+    h.reconciler.forgetWorkload('Deployment/ns/web');
+    expect(h.reconciler.memory()).toEqual({ lag_since: 0, in_doubt: 0, deferred: 0, told_unsupported: 0 });
+    // one of that name made again is told again
+    await h.reconciler.reconcile('Deployment/ns/web', signal);
+    expect(h.events.filter((e) => e.includes('UnsupportedForKind'))).toHaveLength(2);
+  });
+
   it('warns again when the request changes, not when the generation does', async () => {
     const cached = set({ [CM]: 'u1/845', [SECRET]: 'u2/3' });
     const h = harness({ cached, versions });
