@@ -15,7 +15,7 @@ const { core, apps, kubeconfigPath } = testCluster();
  * (the namespace controller deletes what it held). Sized to fill every per-object map by the
  * thousand and stay within a minute on a loaded 2-core machine.
  */
-const SIZES = { kept: { configMaps: 1500, secrets: 500, sets: 150 }, dropped: { configMaps: 500, secrets: 250, sets: 50 } } as const;
+const SIZES = { kept: { configMaps: 1200, secrets: 400, sets: 150 }, dropped: { configMaps: 400, secrets: 200, sets: 50 } } as const;
 const CONFIG_MAPS_PER_SET = 10;
 const SECRETS_PER_SET = 3;
 /** Sets whose first ConfigMap gets new data, so the loop reads digests, rolls and records Events. */
