@@ -58,7 +58,7 @@ class HandoverGate implements DisruptionGate {
   }
 
   removing(set: V1StatefulSet, pods: readonly V1Pod[]): void {
-    if (wantsHandover(set)) this.runner.acknowledgeRemoval(pods);
+    if (wantsHandover(set)) this.runner.acknowledgeRemoval(`${set.metadata?.namespace ?? ''}/${set.metadata?.name ?? ''}`, pods);
   }
 
   forget(key: string): void {

@@ -41,14 +41,22 @@ export class HandoverRunner {
    * Requests this term removed: pod key → the pod's resourceVersion when it decided to. While
    * the cache still shows that version, the request it shows is one already handled.
    */
-  private readonly cleared = new Map<string, string>();
-  /** uids of primary pods a scale-down removes, already reported */
-  private readonly scaledDown = new Set<string>();
+  private readonly cleared = new Map<string, { set: string; resourceVersion: string }>();
+  /** By set: uids of primary pods a scale-down removes, already reported; a uid leaves once its pod is gone from the set's pods. */
+  private readonly scaledDown = new Map<string, Set<string>>();
 
   constructor(private readonly deps: HandoverRunnerDeps) {}
 
+  /** The set is gone or asks for no handover: nothing about it is kept. */
   forget(key: string): void {
     this.answers.delete(key);
+    this.scaledDown.delete(key);
+    for (const [podKey, entry] of this.cleared) if (entry.set === key) this.cleared.delete(podKey);
+  }
+
+  /** How many sets or pods each per-object map holds; for tests and /status. */
+  memory(): { answers: number; in_flight: number; cleared: number; scaled_down: number } {
+    return { answers: this.answers.size, in_flight: this.inFlight.size, cleared: this.cleared.size, scaled_down: this.scaledDown.size };
   }
 
   async settled(): Promise<void> {
@@ -101,7 +109,7 @@ export class HandoverRunner {
         log.debug({ statefulSet: key, reason: step.reason }, 'handover: waiting');
         return { open: false, requeueAfterMs: step.retryAfterMs };
       case 'clear-request':
-        await this.clearRequest(namespace, step.pod, current);
+        await this.clearRequest(key, namespace, step.pod, current);
         log.info({ statefulSet: key, pod: step.pod }, step.event.message);
         await io.record({ ...step.event, action: 'Handover' });
         return { open: false, requeueAfterMs: 0 };
@@ -112,7 +120,7 @@ export class HandoverRunner {
         if (step.event) await io.record({ ...step.event, action: 'Handover' });
         if (step.result) this.deps.metrics.handovers.inc({ result: step.result });
         if (step.durationMs !== undefined) this.deps.metrics.handoverDuration.observe(step.durationMs / 1000);
-        if (step.clearRequest) await this.clearRequest(namespace, step.clearRequest, current);
+        if (step.clearRequest) await this.clearRequest(key, namespace, step.clearRequest, current);
         if (step.call && step.state) this.startCall(key, set, pods, step.call, parsed.settings.timeoutMs, step.state);
         // the write's watch event queues the set again
         return { open: false };
@@ -138,17 +146,29 @@ export class HandoverRunner {
    * Pods a held scale-down rollguard applied itself removes: its own Events (ScaledDown, and
    * HandoverFailed when it proceeded) said why, so no PrimaryScaledDown follows for them.
    */
-  acknowledgeRemoval(pods: readonly V1Pod[]): void {
-    for (const pod of pods) if (pod.metadata?.uid) this.scaledDown.add(pod.metadata.uid);
+  acknowledgeRemoval(key: string, pods: readonly V1Pod[]): void {
+    for (const pod of pods) if (pod.metadata?.uid) this.reportedFor(key).add(pod.metadata.uid);
+  }
+
+  private reportedFor(key: string): Set<string> {
+    let uids = this.scaledDown.get(key);
+    if (!uids) this.scaledDown.set(key, (uids = new Set()));
+    return uids;
   }
 
   /** A Warning, once per pod, when a scale-down removes the primary: too late to hand over, never silent. */
   private async reportScaleDown(key: string, set: V1StatefulSet, pods: readonly V1Pod[], settings: HandoverSettings, record: (spec: EventSpec) => Promise<void>): Promise<void> {
     const replicas = set.spec?.replicas ?? 1;
     const pod = scaledDownPrimary(pods, settings, set.metadata?.name ?? '', replicas, set.spec?.ordinals?.start ?? 0);
+    const reported = this.scaledDown.get(key);
+    if (reported) {
+      const present = new Set(pods.map((p) => p.metadata?.uid));
+      for (const gone of [...reported].filter((u) => !present.has(u))) reported.delete(gone);
+      if (reported.size === 0) this.scaledDown.delete(key);
+    }
     const uid = pod?.metadata?.uid;
-    if (!pod || !uid || this.scaledDown.has(uid)) return;
-    this.scaledDown.add(uid);
+    if (!pod || !uid || this.scaledDown.get(key)?.has(uid)) return;
+    this.reportedFor(key).add(uid);
     const message = `Scaled down to ${replicas} replicas: pod ${pod.metadata?.name ?? ''}, the primary, is removed by the StatefulSet controller without a handover (a scale-down deletes pods directly); scale down only after moving the role, e.g. kubectl annotate pod ${pod.metadata?.name ?? ''} rollguard.io/handover=requested`;
     this.deps.logger.warn({ statefulSet: key, pod: pod.metadata?.name }, message);
     await record({ type: 'Warning', reason: REASON_PRIMARY_SCALED_DOWN, message, action: 'Handover' });
@@ -218,7 +238,7 @@ export class HandoverRunner {
   private withoutHandledRequests(namespace: string, pods: readonly V1Pod[]): readonly V1Pod[] {
     return pods.map((pod) => {
       const podKey = `${namespace}/${pod.metadata?.name ?? ''}`;
-      const at = this.cleared.get(podKey);
+      const at = this.cleared.get(podKey)?.resourceVersion;
       if (at === undefined) return pod;
       if (at !== pod.metadata?.resourceVersion) {
         this.cleared.delete(podKey);
@@ -231,9 +251,9 @@ export class HandoverRunner {
   }
 
   /** Removes the request, only while it still says "requested"; a pod gone or changed has nothing left to remove. */
-  private async clearRequest(namespace: string, pod: string, seen: readonly V1Pod[]): Promise<void> {
+  private async clearRequest(key: string, namespace: string, pod: string, seen: readonly V1Pod[]): Promise<void> {
     const resourceVersion = seen.find((p) => p.metadata?.name === pod)?.metadata?.resourceVersion;
-    if (resourceVersion !== undefined) this.cleared.set(`${namespace}/${pod}`, resourceVersion);
+    if (resourceVersion !== undefined) this.cleared.set(`${namespace}/${pod}`, { set: key, resourceVersion });
     const path = `/metadata/annotations/${jsonpatch.escapePathComponent(HANDOVER_REQUEST_ANNOTATION)}`;
     try {
       await this.deps.patchPod(namespace, pod, [
