@@ -3,7 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
 import { DIGESTS_ANNOTATION } from '../../src/restarter/digests.js';
 import type { ObjectKind } from '../../src/restarter/references.js';
-import { printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
+import { deployment, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
 import { startRollguardFixture, type RollguardFixture } from '../env/rollguard-fixture.js';
 import { printProcessLogsOnFailure, type RollguardProcess } from '../env/rollguard-process.js';
 import { waitFor, waitUntil } from '../env/wait.js';
@@ -214,5 +214,37 @@ describe('only the keys a pod reads roll it', () => {
     expect(told.message).toContain(`resourceVersion ${rv0} → ${rv1}`);
     await idle(fixture.rollguard);
     expect((await read(ns, set)).metadata?.generation).toBe(3);
+  });
+
+  it('a Deployment: its first bump rolls (no record before its first template patch); then a change to an unread key rolls nothing, and one to the read key rolls once, naming it alone', async () => {
+    const name = 'deploy-env';
+    const object = `${name}-data`;
+    const created = await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: object }, data: { a: '1', b: '2' } } });
+    const d = deployment(name, { replicas: 0, labels: { [ENABLED_LABEL]: 'true' } });
+    d.spec!.template.spec!.containers[0]!.env = [keyRef('ConfigMap', object, 'a')];
+    await apps.createNamespacedDeployment({ namespace: ns, body: d });
+    const key = annotationKey('ConfigMap', object);
+    const readDeployment = () => apps.readNamespacedDeployment({ name, namespace: ns });
+    const templateAt = async (rv: string): Promise<true | undefined> => ((await readDeployment()).spec?.template.metadata?.annotations?.[key]?.endsWith(`/${rv}`) ? true : undefined);
+    expect(await templateAt(created.metadata!.resourceVersion!)).toBe(true);
+
+    const rv1 = await change('ConfigMap', object, 'b', 'first');
+    await waitFor('the first bump rolled (no record yet)', () => templateAt(rv1));
+    expect((await readDeployment()).metadata?.generation).toBe(2);
+
+    const rv2 = await change('ConfigMap', object, 'b', 'second');
+    await waitUntil('the unread change judged', () =>
+      fixture.rollguard.logLines().some((l) => l.level === 'debug' && String(l.msg).includes(`ConfigMap ${object} changed key b (`) && String(l.msg).includes(`/${rv2}`)) || 'no debug line yet',
+    );
+    await idle(fixture.rollguard);
+    expect((await readDeployment()).metadata?.generation).toBe(2);
+    expect(await templateAt(rv1)).toBe(true);
+
+    const rv3 = await change('ConfigMap', object, 'a', 'third');
+    await waitFor('the read key rolled', () => templateAt(rv3));
+    const event = await waitFor('its Event', async () => (await changeEvents(ns, name)).find((e) => e.message?.includes(rv3)));
+    expect(event.message).toBe(`ConfigMap ${object}: data changed (key a), resourceVersion ${rv1} → ${rv3}`);
+    await idle(fixture.rollguard);
+    expect((await readDeployment()).metadata?.generation).toBe(3);
   });
 });
