@@ -3,6 +3,9 @@
 #
 #   build-tools.sh [helm]     helm, for the manifest tests (the default)
 #   build-tools.sh promtool   Prometheus' promtool, for `promtool test rules` of the alerts
+#   build-tools.sh prometheus-operator-crds
+#                             the folder of the Prometheus Operator's CRDs (example/prometheus-operator-crd
+#                             of its Go module, downloaded through the module proxy into Go's module cache)
 #
 # Each is built once with Go from the module proxy (pinned) in a throwaway module outside
 # the repo, and cached under ~/.cache/rollguard. A tool already on PATH is not used: the
@@ -13,14 +16,25 @@ TOOL="${1:-helm}"
 HELM_VERSION="${ROLLGUARD_HELM_VERSION:-v3.22.0}"
 # github.com/prometheus/prometheus v0.316.0 is Prometheus 3.16.0 (the Go module numbers v3.x.y as v0.3xx.y)
 PROMETHEUS_VERSION="${ROLLGUARD_PROMETHEUS_VERSION:-v0.316.0}"
+PROMETHEUS_OPERATOR_VERSION="${ROLLGUARD_PROMETHEUS_OPERATOR_VERSION:-v0.85.0}"
 CACHE_ROOT="${ROLLGUARD_CACHE:-$HOME/.cache/rollguard}"
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
+if [ "$TOOL" = prometheus-operator-crds ]; then
+  command -v go >/dev/null || { log "Go is needed to download the Prometheus Operator's CRDs"; exit 1; }
+  module=github.com/prometheus-operator/prometheus-operator
+  mkdir -p "$CACHE_ROOT/src/prometheus-operator-crds"
+  dir=$(cd "$CACHE_ROOT/src/prometheus-operator-crds" && GOFLAGS=-mod=mod go mod download -json "$module@$PROMETHEUS_OPERATOR_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$dir/example/prometheus-operator-crd" ] || { log "$module@$PROMETHEUS_OPERATOR_VERSION has no example/prometheus-operator-crd"; exit 1; }
+  echo "$dir/example/prometheus-operator-crd"
+  exit 0
+fi
+
 case "$TOOL" in
   helm) version=$HELM_VERSION ;;
   promtool) version=$PROMETHEUS_VERSION ;;
-  *) log "unknown tool \"$TOOL\": helm or promtool"; exit 2 ;;
+  *) log "unknown tool \"$TOOL\": helm, promtool or prometheus-operator-crds"; exit 2 ;;
 esac
 
 bin_dir="$CACHE_ROOT/bin/tools-$TOOL-$version"

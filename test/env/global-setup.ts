@@ -1,3 +1,6 @@
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
 import { startControlPlane } from '../../src/dev/control-plane.js';
 import { buildRollguard } from './rollguard-process.js';
@@ -15,6 +18,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const started = Date.now();
   // tests that need rollguard as a real process (signals, two replicas) run the compiled CLI
   buildRollguard();
+  // promtool's cold build takes minutes (docs/development.md), more than a test's hook may: here, with no timeout
+  execFileSync('bash', [path.join(path.dirname(fileURLToPath(import.meta.url)), 'build-tools.sh'), 'promtool'], { stdio: ['ignore', 'ignore', 'inherit'] });
   const cp = await startControlPlane();
   console.log(`[control-plane] ready at ${cp.server} in ${Date.now() - started} ms (logs in ${cp.dir})`);
   project.provide('kubeconfigPath', cp.kubeconfigPath);

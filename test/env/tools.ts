@@ -21,6 +21,14 @@ export async function goTool(name: GoTool): Promise<string> {
   return file;
 }
 
+/** The folder of the Prometheus Operator's CRD manifests, from its Go module (test/env/build-tools.sh). */
+export async function prometheusOperatorCrds(): Promise<string> {
+  const { stdout } = await run('bash', [path.join(ROOT, 'test/env/build-tools.sh'), 'prometheus-operator-crds'], { maxBuffer: 16 * 1024 * 1024 });
+  const dir = stdout.trim().split('\n').pop() ?? '';
+  if (!fs.existsSync(dir)) throw new Error(`test/env/build-tools.sh prometheus-operator-crds printed "${dir}", which is no folder`);
+  return dir;
+}
+
 /** Runs a tool from the repository's root; on failure the error carries its stderr and stdout. */
 export async function toolOutput(command: string, args: string[]): Promise<string> {
   try {

@@ -18,12 +18,22 @@ const SCHEMA_FAILURE = "values don't meet the specifications of the schema";
 type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
 type Segment = string | number;
 
+function show(at: Segment[]): string {
+  return at.map((s) => (typeof s === 'number' ? `[${s}]` : `.${s}`)).join('').slice(1);
+}
+
 const isObject = (v: Json): v is { [key: string]: Json } => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** Every path to a key of an object, in objects and in the objects of lists, depth first. */
+/**
+ * Maps whose keys are the user's to choose (labels the Grafana sidecar selects on): any key is
+ * right there, so a misspelled one cannot fail; their values still must be strings.
+ */
+const FREE_FORM_MAPS = ['dashboard.labels'];
+
+/** Every path to a key of an object, in objects and in the objects of lists, depth first; not into FREE_FORM_MAPS. */
 function keyPaths(value: Json, at: Segment[] = []): Segment[][] {
   if (Array.isArray(value)) return value.flatMap((v, i) => keyPaths(v, [...at, i]));
-  if (!isObject(value)) return [];
+  if (!isObject(value) || FREE_FORM_MAPS.includes(show(at))) return [];
   return Object.entries(value).flatMap(([k, v]) => [[...at, k], ...keyPaths(v, [...at, k])]);
 }
 
@@ -82,7 +92,6 @@ async function inTurns<T, R>(items: T[], limit: number, task: (item: T) => Promi
 const AT_ONCE = 3;
 const LOOP_TIMEOUT_MS = 300_000;
 
-const show = (at: Segment[]): string => at.map((s) => (typeof s === 'number' ? `[${s}]` : `.${s}`)).join('').slice(1);
 
 describe('the Helm chart values schema', () => {
   let helm: string;
