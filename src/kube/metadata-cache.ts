@@ -165,6 +165,8 @@ export function createMetadataCache(opts: {
   namespaces: string[] | undefined;
   /** Any of these labels "true" marks the object ignored. */
   ignoreLabel: string | readonly string[];
+  /** Objects the list and watch leave out, server-side (e.g. `type!=helm.sh/release.v1`). */
+  fieldSelector?: string;
   logger: Logger;
   watchIdleTimeoutMs?: number;
 }): MetadataCache {
@@ -174,6 +176,7 @@ export function createMetadataCache(opts: {
     api: opts.api,
     resource: { group: '', version: 'v1', plural: opts.plural },
     namespaces: opts.namespaces,
+    ...(opts.fieldSelector ? { fieldSelector: opts.fieldSelector } : {}),
     accept: { list: PARTIAL_METADATA_LIST_ACCEPT, watch: PARTIAL_METADATA_ACCEPT },
     decode: (raw) => decodeMetadata(raw, opts.ignoreLabel),
     store,

@@ -108,11 +108,19 @@ export interface RestarterController {
 const PLURALS: Record<ObjectKind, string> = { ConfigMap: 'configmaps', Secret: 'secrets' };
 
 /**
+ * Helm keeps one Secret per release revision (`helm.sh/release.v1`, up to its history limit each):
+ * often the most numerous Secrets of a cluster, and never meant for a pod. The caches and fresh
+ * reads leave them out on the server's side, so a pod that references one is not tracked.
+ */
+const CACHE_FIELD_SELECTORS: Record<ObjectKind, string | undefined> = { ConfigMap: undefined, Secret: 'type!=helm.sh/release.v1' };
+
+/**
  * One object's metadata and the store's current revision, in one quorum list narrowed to the
  * name (no resourceVersion: served from etcd, not from the API server's watch cache).
  */
 async function readFresh(api: RawApi, kind: ObjectKind, namespace: string, name: string, ignore: readonly string[]): Promise<FreshRead> {
-  const query = new URLSearchParams({ fieldSelector: `metadata.name=${name}`, limit: '1' });
+  const unwatched = CACHE_FIELD_SELECTORS[kind];
+  const query = new URLSearchParams({ fieldSelector: `metadata.name=${name}${unwatched ? `,${unwatched}` : ''}`, limit: '1' });
   const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/${PLURALS[kind]}?${query}`;
   const list = (await api.getJson({ path, accept: PARTIAL_METADATA_LIST_ACCEPT })) as { metadata?: { resourceVersion?: unknown }; items?: unknown };
   const revision = typeof list.metadata?.resourceVersion === 'string' ? list.metadata.resourceVersion : '';
@@ -183,7 +191,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   const ignore = [...new Set(dialects.map((d) => d.ignoreLabel))];
   const metadata: Record<ObjectKind, MetadataCache> = {
     ConfigMap: createMetadataCache({ name: 'ConfigMap cache', api, plural: 'configmaps', namespaces: opts.namespaces, ignoreLabel: ignore, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
-    Secret: createMetadataCache({ name: 'Secret cache', api, plural: 'secrets', namespaces: opts.namespaces, ignoreLabel: ignore, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
+    Secret: createMetadataCache({ name: 'Secret cache', api, plural: 'secrets', namespaces: opts.namespaces, ignoreLabel: ignore, fieldSelector: CACHE_FIELD_SELECTORS.Secret, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs }),
   };
   const workloadCache = <K extends WorkloadKind>(kind: K, label = ENABLED_LABEL): WorkloadCache<K> =>
     createWorkloadCache(kind, { api, namespaces: opts.namespaces, labelSelector: `${label}=true`, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs });

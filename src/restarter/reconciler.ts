@@ -16,6 +16,7 @@ import {
   annotationChanges,
   dialectOf,
   planAnnotations,
+  readKeysFor,
   type AnnotationChange,
   type DesiredAnnotation,
   type Dialect,
@@ -29,7 +30,7 @@ import { checkedPlan, dataOutcome, dataStep, needsBaseline, type DataCheckItem, 
 import type { DigestRead } from './digest-reader.js';
 import { DIGESTS_ANNOTATION, parseDigestRecords } from './digests.js';
 import { templateAnnotationOps, workloadAnnotationOps } from './patch.js';
-import type { ObjectKind } from './references.js';
+import type { ObjectKind, ReadKeys } from './references.js';
 import { recordCovers, type DigestRecord } from './digests.js';
 import { numericResourceVersion, parseAnnotationValue } from './versions.js';
 import { TIMING_ANNOTATION } from './timing.js';
@@ -418,6 +419,7 @@ export class RestarterReconciler implements Reconciler {
     if (!this.deps.data || !dialect.baselineDigests) return false;
     const records = parseDigestRecords(set.metadata?.annotations);
     const current = set.spec?.template?.metadata?.annotations ?? {};
+    const readsOf = readKeysFor(dialect, set.spec?.template);
     const stale = [...records.keys()].some((k) => !desired.some((d) => d.key === k));
     // before the first check loads the keys, any record's key id stands
     const namespace = set.metadata?.namespace ?? '';
@@ -426,8 +428,8 @@ export class RestarterReconciler implements Reconciler {
       desired.some(
         (d) =>
           current[d.key] === d.value &&
-          needsBaseline(d.value, records.get(d.key), this.keyId ?? records.get(d.key)?.keyId ?? '') &&
-          this.cachedAt(d, namespace, records.get(d.key)),
+          needsBaseline(d.value, records.get(d.key), this.keyId ?? records.get(d.key)?.keyId ?? '', readsOf(d.kind, d.name)) &&
+          this.cachedAt(d, namespace, records.get(d.key), readsOf(d.kind, d.name)),
       )
     );
   }
@@ -437,13 +439,13 @@ export class RestarterReconciler implements Reconciler {
    * or within the record's. Else (a frozen reference, an object that moved on) a read would make
    * none, and is not made.
    */
-  private cachedAt(d: DesiredAnnotation, namespace: string, record: DigestRecord | undefined): boolean {
+  private cachedAt(d: DesiredAnnotation, namespace: string, record: DigestRecord | undefined, reads: ReadKeys): boolean {
     const version = this.deps.lookup(d.kind, namespace, d.name);
     if (!version) return false;
     const value = `${version.uid}/${version.resourceVersion}`;
     if (value === d.value) return true;
     const at = numericResourceVersion(version.resourceVersion);
-    const upTo = recordCovers(record, d.value) ? parseAnnotationValue(record.version) : undefined;
+    const upTo = recordCovers(record, d.value, reads) ? parseAnnotationValue(record.version) : undefined;
     return at !== undefined && upTo?.kind === 'version' && at <= upTo.resourceVersion;
   }
 
@@ -479,16 +481,31 @@ export class RestarterReconciler implements Reconciler {
     const namespace = plan.set.metadata?.namespace ?? '';
     const template = plan.set.spec?.template?.metadata?.annotations ?? {};
     const records = parseDigestRecords(plan.set.metadata?.annotations);
-    const items: DataCheckItem[] = plan.desired.map((planned) => ({ planned, stored: Object.hasOwn(template, planned.key) ? template[planned.key] : undefined, record: records.get(planned.key) }));
+    const readsOf = readKeysFor(plan.dialect, plan.set.spec?.template);
+    const items: DataCheckItem[] = plan.desired.map((planned) => ({
+      planned,
+      stored: Object.hasOwn(template, planned.key) ? template[planned.key] : undefined,
+      record: records.get(planned.key),
+      reads: readsOf(planned.kind, planned.name),
+    }));
     const outcomes: DataOutcome[] = [];
     for (const item of items) {
-      const step = dataStep(item, plan.dialect, currentKeyId, () => this.cachedAt(item.planned, namespace, item.record));
+      const step = dataStep(item, plan.dialect, currentKeyId, () => this.cachedAt(item.planned, namespace, item.record, item.reads ?? 'all'));
       const outcome = dataOutcome(item, step, step.read ? await readData(item.planned) : undefined, currentKeyId);
       if (outcome.metadataOnly) {
         const { kind, name } = item.planned;
         const { from, to } = outcome.metadataOnly;
         this.deps.logger.debug({ workload: ref.key, kind, object: name, from, to }, `${describeWorkload(ref)}: ${kind} ${name} changed metadata only (${from} → ${to}); no restart`);
         this.deps.metrics.metadataOnlyChanges.inc();
+      }
+      if (outcome.unread) {
+        const { kind, name } = item.planned;
+        const { from, to, keys } = outcome.unread;
+        const read = item.reads === undefined || item.reads === 'all' ? 'every key' : item.reads.length === 0 ? 'no key' : `only ${item.reads.join(', ')}`;
+        this.deps.logger.debug(
+          { workload: ref.key, kind, object: name, from, to, keys, reads: item.reads },
+          `${describeWorkload(ref)}: ${kind} ${name} changed ${keys.length === 1 ? 'key' : 'keys'} ${keys.join(', ')} (${from} → ${to}), and the template reads ${read}; no restart`,
+        );
       }
       outcomes.push(outcome);
     }

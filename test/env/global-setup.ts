@@ -13,13 +13,29 @@ declare module 'vitest' {
   }
 }
 
+const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+/**
+ * Tools that test files ask for (helm for the manifest and RBAC tests, promtool for the alerts'
+ * cases, kubectl-kuttl for the kuttl cases). Each script builds its tool with Go on first use and
+ * is instant once cached; a cold build takes minutes on two cores (promtool's about 6.5, see
+ * docs/development.md), more than a hook's or a test's timeout, so it happens here, where there
+ * is none, and `npm test` needs no build run before it.
+ */
+const TOOL_SCRIPTS: [string, ...string[]][] = [['test/env/build-tools.sh', 'helm'], ['test/env/build-tools.sh', 'promtool'], ['src/dev/build-kuttl.sh']];
+
+function buildTools(): void {
+  for (const [script, ...args] of TOOL_SCRIPTS) {
+    execFileSync('bash', [path.join(REPO_ROOT, script), ...args], { cwd: REPO_ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+  }
+}
+
 /** One real control plane for the whole integration project; each test file makes its own namespace. */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const started = Date.now();
   // tests that need rollguard as a real process (signals, two replicas) run the compiled CLI
   buildRollguard();
-  // promtool's cold build takes minutes (docs/development.md), more than a test's hook may: here, with no timeout
-  execFileSync('bash', [path.join(path.dirname(fileURLToPath(import.meta.url)), 'build-tools.sh'), 'promtool'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  buildTools();
+  // builds etcd and Kubernetes first when they are not cached
   const cp = await startControlPlane();
   console.log(`[control-plane] ready at ${cp.server} in ${Date.now() - started} ms (logs in ${cp.dir})`);
   project.provide('kubeconfigPath', cp.kubeconfigPath);

@@ -3,7 +3,7 @@ import tls from 'node:tls';
 import { AdmissionregistrationV1Api, type V1Secret } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createNamespace, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
-import { startBalancer, type Balancer } from '../env/haproxy.js';
+import { startBalancer, type Balancer } from '../env/tcp-balancer.js';
 import { freePort } from '../env/ports.js';
 import { startRollguardProcess, printProcessLogsOnFailure, type RollguardProcess } from '../env/rollguard-process.js';
 import { apiServerWebhookMetric } from '../env/rollouts.js';

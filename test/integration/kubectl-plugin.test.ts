@@ -189,9 +189,13 @@ describe('kubectl rollguard why and list: the installed plugin through the real 
       const s = await readSet('web');
       return (s.status?.updatedReplicas === 3 && s.status.currentRevision === s.status.updateRevision && s.status.readyReplicas === 3 && s.metadata?.generation === 2) || `generation ${s.metadata?.generation}, updated ${s.status?.updatedReplicas}`;
     }, { timeoutMs: 60_000 });
+    // the plugin's reads may come from a watch cache a moment behind the one the wait read
+    const done = await waitFor('the plugin to see web up to date', async () => {
+      const e = await why('sts/web');
+      return e.state === 'up-to-date' ? e : undefined;
+    }, { timeoutMs: 20_000 });
+    expect(done.workload.generation).toBe(2);
     const after = await whyText('sts/web');
-    const done = await why('sts/web');
-    expect(done.state).toBe('up-to-date');
     const restartedAt = Date.parse(done.lastRestartAt!.at);
     // rollguard restarted it when the plugin said it would
     expect(Math.abs(restartedAt - deadline) / 1000).toBeLessThan(TOLERANCE_S);

@@ -483,6 +483,34 @@ describe('RestarterReconciler', () => {
       expect(recorded.patches).toEqual([]);
     });
 
+    it('a template that reads key a of the ConfigMap: a change to b alone writes the record (r: a), no template patch, no Event; a change to a and b names a', async () => {
+      const readingA = (cm: string): V1StatefulSet => {
+        const s = withRecords(cm);
+        s.spec!.template.spec!.containers[0]!.envFrom = [{ secretRef: { name: 'creds' } }];
+        s.spec!.template.spec!.containers[0]!.env = [{ name: 'A', valueFrom: { configMapKeyRef: { name: 'app', key: 'a' } } }];
+        return s;
+      };
+      const unread = harness({ cached: readingA('u1/812'), versions, data: dataOf({ a: 'aa', b: 'bb' }, []) });
+      await expect(unread.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({});
+      expect(unread.events).toEqual([]);
+      expect(unread.patches).toHaveLength(1);
+      expect(unread.patches[0]!.map((op) => op.path)).toEqual(['/metadata/resourceVersion', '/metadata/annotations/rollguard.io~1digests']);
+      const written = JSON.parse((unread.patches[0]![1] as { value: string }).value) as Record<string, unknown>;
+      expect(written[CM]).toEqual({ v: 'u1/845', k: 'k1', d: { a: 'aa', b: 'bb' }, r: ['a'] });
+      // the same set with that record: nothing read, nothing written, the template keeps 812
+      const recorded = readingA('u1/845');
+      recorded.metadata!.annotations = { 'rollguard.io/digests': JSON.stringify({ ...written, [SECRET]: { v: 'u2/3', k: 'k1', d: { p: 'pp' } } }) };
+      const reads: string[] = [];
+      const after = harness({ cached: recorded, versions, data: dataOf({ a: 'aa', b: 'bb' }, reads) });
+      await expect(after.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({});
+      expect(reads).toEqual([]);
+      expect(after.patches).toEqual([]);
+
+      const read = harness({ cached: readingA('u1/812'), versions, data: dataOf({ a: 'xx', b: 'bb' }, []) });
+      await expect(read.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+      expect(read.events).toEqual(['StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app: data changed (key a), resourceVersion 812 → 845']);
+    });
+
     it('once recorded, nothing is read again and nothing written', async () => {
       const reads: string[] = [];
       const h = harness({ cached: withRecords('u1/845'), versions, data: dataOf({ a: 'aa' }, reads) });
