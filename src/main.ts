@@ -17,7 +17,7 @@ import { EventRecorder } from './kube/events.js';
 import { createRestarterController } from './restarter/controller.js';
 import { compatDialects, dialectFor, type CompatMode } from './compat/stackable.js';
 import { createPodRestarter } from './compat/pod-restarter.js';
-import { createRolloutController } from './rollout/controller.js';
+import { createRolloutController, rolloutHolds } from './rollout/controller.js';
 import { evictionGuard } from './handover/eviction-handler.js';
 import { handoverGates } from './handover/gate.js';
 import { PRIMARY_HANDOVER } from './handover/settings.js';
@@ -128,6 +128,8 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
   const currentReadiness = (): Readiness =>
     readiness({ listening: started, shuttingDown, certificateReady: certificates.ready(), cachesSynced: restarter.cachesSynced() });
   const ready = (): boolean => currentReadiness().ready;
+  metrics.watchReady(ready);
+  metrics.watchHolds(() => rolloutHolds(rollouts.status().rollouts));
 
   const webhook = createWebhookServer({
     host: config.webhookHost,

@@ -74,7 +74,7 @@ export interface ReconcilerDeps {
   /** At most one template patch per set in this window (the trailing change wins); 0: no floor. */
   minRestartIntervalMs: number;
   logger: Logger;
-  metrics: Pick<Metrics, 'patches' | 'restarts' | 'restartsDeferred' | 'metadataOnlyChanges'>;
+  metrics: Pick<Metrics, 'patches' | 'restarts' | 'restartsDeferred' | 'metadataOnlyChanges'> & Partial<Pick<Metrics, 'dataCheckFailures'>>;
   now?: () => Date;
   /** What a Deployment or DaemonSet is warned it asks for in vain (rollout/, handover/); omitted: none. */
   statefulSetOnly?: readonly StatefulSetOnlyFeature[];
@@ -464,6 +464,7 @@ export class RestarterReconciler implements Reconciler {
       currentKeyId = await data.currentKeyId();
     } catch (err) {
       // without the key every bump rolls, as before the data check: a change is never missed
+      this.deps.metrics.dataCheckFailures?.inc({ reason: 'key' });
       this.deps.logger.warn({ workload: ref.key, err: errorText(err) }, `${describeWorkload(ref)}: no data digest key (${errorText(err)}); version bumps roll without a data check`);
       return plan;
     }
@@ -472,6 +473,7 @@ export class RestarterReconciler implements Reconciler {
       try {
         return await data.read(d.kind, namespace, d.name, d.value);
       } catch (err) {
+        this.deps.metrics.dataCheckFailures?.inc({ reason: 'read' });
         this.deps.logger.warn({ workload: ref.key, kind: d.kind, object: d.name, err: errorText(err) }, `${describeWorkload(ref)}: reading ${d.kind} ${d.name} for its data digest failed (${errorText(err)}); a bump rolls without a data check`);
         return undefined;
       }

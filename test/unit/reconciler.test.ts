@@ -527,15 +527,18 @@ describe('RestarterReconciler', () => {
       expect(h.patches[0]!.map((op) => op.path)).toContain('/metadata/annotations/rollguard.io~1last-restart-at');
     });
   
-    it('a failing read or key never stalls restarts: the bump rolls as before the data check', async () => {
-      const failing: ReconcilerDeps['data'][] = [
-        { read: async () => Promise.reject(new Error('HTTP 403')), currentKeyId: async () => 'k1' },
-        { read: async () => Promise.reject(new Error('unused')), currentKeyId: async () => Promise.reject(new Error('HTTP 403')) },
+    it('a failing read or key never stalls restarts: the bump rolls as before the data check, and rollguard_data_check_failures_total counts it by reason', async () => {
+      const failing: [ReconcilerDeps['data'], 'read' | 'key'][] = [
+        [{ read: async () => Promise.reject(new Error('HTTP 403')), currentKeyId: async () => 'k1' }, 'read'],
+        [{ read: async () => Promise.reject(new Error('unused')), currentKeyId: async () => Promise.reject(new Error('HTTP 403')) }, 'key'],
       ];
-      for (const data of failing) {
+      for (const [data, reason] of failing) {
         const h = harness({ cached: withRecords('u1/812'), versions, data });
         await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
         expect(h.events).toEqual(['StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app changed (resourceVersion 812 → 845)']);
+        const counted = (await h.metrics.dataCheckFailures.get()).values.map((v) => [v.labels.reason, v.value]);
+        // each failed attempt counts: this reconcile makes two (a GET each of the ConfigMap and the Secret, or two key look-ups)
+        expect(counted.sort()).toEqual([['key', reason === 'key' ? 2 : 0], ['read', reason === 'read' ? 2 : 0]]);
       }
     });
   });
