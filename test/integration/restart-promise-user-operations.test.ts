@@ -1,0 +1,190 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { CoreV1Event } from '@kubernetes/client-node';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { controlPlaneBinaries } from '../../src/dev/control-plane.js';
+import type { WorkloadKind } from '../../src/kube/workloads.js';
+import { ENABLED_LABEL, LAST_RESTART_ANNOTATION, annotationKey } from '../../src/restarter/annotations.js';
+import { DIGESTS_ANNOTATION } from '../../src/restarter/digests.js';
+import { TIMING_ANNOTATION } from '../../src/restarter/timing.js';
+import { daemonSet, deployment, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
+import { endsWithVersion } from '../env/event-text.js';
+import { startRollguardFixture, type RollguardFixture } from '../env/rollguard-fixture.js';
+import { printProcessLogsOnFailure } from '../env/rollguard-process.js';
+import { waitFor, waitUntil } from '../env/wait.js';
+import { rolloutsOf, workloadApi, type AnyWorkload } from '../env/workload-rollouts.js';
+
+// The restart promise against the operations users make with whole objects: kubectl replace
+// (Argo CD's Replace=true), kubectl rollout undo, a copy made with kubectl get -o yaml. rollguard
+// runs as a ServiceAccount of its own, as in a cluster; the test's kubectl is the admin, a user.
+
+const { core, apps, kubeconfigPath } = testCluster();
+const KUBECTL = (): string => path.join(controlPlaneBinaries(), 'kubectl');
+
+function kubectl(namespace: string, ...args: string[]): string {
+  return execFileSync(KUBECTL(), [`--kubeconfig=${kubeconfigPath}`, '-n', namespace, ...args], { encoding: 'utf8', timeout: 30_000 });
+}
+
+/** A manifest as a user keeps it in git: labelled, reading `configMap` through envFrom, no pods to play (a DaemonSet has its one). */
+function manifest(kind: WorkloadKind, name: string, configMap: string): AnyWorkload {
+  const labels = { [ENABLED_LABEL]: 'true' };
+  const w: AnyWorkload = kind === 'StatefulSet' ? statefulSet(name, { replicas: 0, labels }) : kind === 'Deployment' ? deployment(name, { replicas: 0, labels }) : daemonSet(name, { labels });
+  w.spec!.template.spec!.containers[0]!.envFrom = [{ configMapRef: { name: configMap } }];
+  return w;
+}
+
+let dir: string;
+function manifestFile(w: AnyWorkload): string {
+  const file = path.join(dir, `${w.kind}-${w.metadata!.name}.json`);
+  fs.writeFileSync(file, JSON.stringify(w));
+  return file;
+}
+
+async function changeConfigMap(namespace: string, name: string, value: string): Promise<string> {
+  const cm = await core.patchNamespacedConfigMap({ name, namespace, body: [{ op: 'replace', path: '/data/v', value }] });
+  return cm.metadata!.resourceVersion!;
+}
+
+async function eventsOf(namespace: string, name: string, reason: string): Promise<CoreV1Event[]> {
+  return (await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${name},reason=${reason}` })).items;
+}
+const count = (events: CoreV1Event[]): number => events.reduce((sum, e) => sum + (e.count ?? 1), 0);
+
+async function idle(fixture: RollguardFixture): Promise<void> {
+  await waitUntil('rollguard idle', async () => {
+    const s = (await fixture.rollguard.status()) as { reconcile: { queued: number; in_flight: number } };
+    return (s.reconcile.queued === 0 && s.reconcile.in_flight === 0) || JSON.stringify(s.reconcile);
+  });
+}
+
+/** The workload as the loop leaves it once it has nothing left to write: its records there (a Deployment gets them only with a template write). */
+async function settled(fixture: RollguardFixture, kind: WorkloadKind, name: string): Promise<AnyWorkload> {
+  const api = workloadApi(apps, kind);
+  const w = await waitFor(`${kind} ${name} with its records`, async () => {
+    const got = await api.read(fixture.ns, name);
+    const a = got.metadata?.annotations ?? {};
+    return a[TIMING_ANNOTATION] !== undefined && (kind === 'Deployment' || a[DIGESTS_ANNOTATION] !== undefined) ? got : undefined;
+  });
+  await idle(fixture);
+  return w;
+}
+
+async function metric(fixture: RollguardFixture, name: string): Promise<number> {
+  const text = await (await fetch(`${fixture.rollguard.adminUrl}/metrics`)).text();
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(name))
+    .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
+}
+
+beforeAll(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollguard-user-ops-'));
+});
+
+describe('kubectl replace of an unchanged manifest (Argo CD Replace=true) bypasses no debounce', () => {
+  let fixture: RollguardFixture;
+  const DEBOUNCE_MS = 6_000;
+
+  beforeAll(async () => {
+    fixture = await startRollguardFixture({ name: 'replace-debounce', webhook: 'registered', identity: 'service-account', args: [`--debounce=${DEBOUNCE_MS}ms`] });
+  });
+  afterAll(async () => fixture?.teardown());
+  beforeEach(() => {
+    printControlPlaneLogsOnFailure();
+    printProcessLogsOnFailure([fixture.rollguard]);
+  });
+
+  it.each(['StatefulSet', 'Deployment', 'DaemonSet'] as const)('%s: the replace rolls nothing and keeps rollguard\'s records; the change rolls once, after the debounce, with its Event', async (kind) => {
+    const ns = fixture.ns;
+    const name = `replaced-${kind.toLowerCase()}`;
+    const cm = `cfg-${kind.toLowerCase()}`;
+    const key = annotationKey('ConfigMap', cm);
+    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: cm }, data: { v: '0' } } });
+    const file = manifestFile(manifest(kind, name, cm));
+    kubectl(ns, 'create', '-f', file);
+    const before = await settled(fixture, kind, name);
+    const api = workloadApi(apps, kind);
+    const rolloutsBefore = await waitFor('the first rollout recorded', async () => ((await rolloutsOf(apps, kind, ns, before.metadata!.uid!)) === 1 ? 1 : undefined));
+
+    const changedTo = await changeConfigMap(ns, cm, '1');
+    const changedAt = Date.now();
+    kubectl(ns, 'replace', '-f', file);
+    const replaced = await api.read(ns, name);
+    // the replace itself: the template as it was, no new generation, rollguard's records kept. (A
+    // Deployment's replace drops deployment.kubernetes.io/revision, which is a generation whatever
+    // rollguard does; what a user checks there is that no ReplicaSet was made.)
+    if (kind === 'Deployment') expect(replaced.metadata?.generation).toBe((before.metadata?.generation ?? 0) + 1);
+    else expect(replaced.metadata?.generation).toBe(before.metadata?.generation);
+    expect(replaced.spec?.template.metadata?.annotations?.[key]).toBe(before.spec?.template.metadata?.annotations?.[key]);
+    for (const record of [TIMING_ANNOTATION, DIGESTS_ANNOTATION]) expect(replaced.metadata?.annotations?.[record], record).toBe(before.metadata?.annotations?.[record]);
+    expect(await rolloutsOf(apps, kind, ns, before.metadata!.uid!)).toBe(rolloutsBefore);
+
+    const rolled = await waitFor('the loop to roll the change', async () => {
+      const w = await api.read(ns, name);
+      return w.spec?.template.metadata?.annotations?.[key]?.endsWith(`/${changedTo}`) ? w : undefined;
+    }, { timeoutMs: 30_000 });
+    const rolledAt = Date.parse(rolled.metadata!.annotations![LAST_RESTART_ANNOTATION]!);
+    // one second of slack: the debounce counts from when rollguard saw the change
+    expect(rolledAt - changedAt).toBeGreaterThanOrEqual(DEBOUNCE_MS - 1_000);
+    expect(rolled.metadata?.generation).toBe((replaced.metadata?.generation ?? 0) + 1);
+    await waitUntil('its Event', async () => (await eventsOf(ns, name, 'ConfigChanged')).some((e) => endsWithVersion(e.message, changedTo)) || 'none yet');
+    await idle(fixture);
+    expect(count(await eventsOf(ns, name, 'ConfigChanged'))).toBe(1);
+    await waitUntil('one new rollout', async () => (await rolloutsOf(apps, kind, ns, before.metadata!.uid!)) === rolloutsBefore + 1 || 'not yet');
+  });
+});
+
+describe('kubectl replace bypasses no restart floor and no data check', () => {
+  let fixture: RollguardFixture;
+  const FLOOR_MS = 10_000;
+
+  beforeAll(async () => {
+    fixture = await startRollguardFixture({ name: 'replace-floor', webhook: 'registered', identity: 'service-account', args: ['--debounce=0s', `--min-restart-interval=${FLOOR_MS}ms`] });
+  });
+  afterAll(async () => fixture?.teardown());
+  beforeEach(() => {
+    printControlPlaneLogsOnFailure();
+    printProcessLogsOnFailure([fixture.rollguard]);
+  });
+
+  it('a change replaced right after a rollout waits out the floor; a metadata-only change replaced rolls nothing', async () => {
+    const ns = fixture.ns;
+    const key = annotationKey('ConfigMap', 'floor');
+    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'floor' }, data: { v: '0' } } });
+    const file = manifestFile(manifest('StatefulSet', 'floored', 'floor'));
+    kubectl(ns, 'create', '-f', file);
+    await settled(fixture, 'StatefulSet', 'floored');
+    const read = (): Promise<AnyWorkload> => apps.readNamespacedStatefulSet({ namespace: ns, name: 'floored' });
+
+    const first = await changeConfigMap(ns, 'floor', '1');
+    const once = await waitFor('the first change rolled', async () => {
+      const w = await read();
+      return w.spec?.template.metadata?.annotations?.[key]?.endsWith(`/${first}`) ? w : undefined;
+    });
+    const firstAt = Date.parse(once.metadata!.annotations![LAST_RESTART_ANNOTATION]!);
+    const second = await changeConfigMap(ns, 'floor', '2');
+    kubectl(ns, 'replace', '-f', file);
+    const replaced = await read();
+    expect(replaced.metadata?.generation).toBe(once.metadata?.generation);
+    expect(replaced.metadata?.annotations?.[LAST_RESTART_ANNOTATION]).toBe(once.metadata!.annotations![LAST_RESTART_ANNOTATION]);
+    const twice = await waitFor('the second change rolled after the floor', async () => {
+      const w = await read();
+      return w.spec?.template.metadata?.annotations?.[key]?.endsWith(`/${second}`) ? w : undefined;
+    }, { timeoutMs: 40_000 });
+    expect(Date.parse(twice.metadata!.annotations![LAST_RESTART_ANNOTATION]!) - firstAt).toBeGreaterThanOrEqual(FLOOR_MS);
+    expect(twice.metadata?.generation).toBe((once.metadata?.generation ?? 0) + 1);
+    await idle(fixture);
+
+    // a label on the ConfigMap (its data the same), then the replace: the data check still decides, nothing rolls
+    const metadataOnlyBefore = await metric(fixture, 'rollguard_metadata_only_changes_total');
+    await core.patchNamespacedConfigMap({ name: 'floor', namespace: ns, body: [{ op: 'add', path: '/metadata/labels', value: { team: 'a' } }] });
+    kubectl(ns, 'replace', '-f', file);
+    await waitUntil('the loop to judge the label a metadata-only change', async () => (await metric(fixture, 'rollguard_metadata_only_changes_total')) > metadataOnlyBefore || 'not yet', { timeoutMs: 30_000 });
+    await idle(fixture);
+    const after = await read();
+    expect(after.metadata?.generation).toBe(twice.metadata?.generation);
+    expect(after.spec?.template.metadata?.annotations?.[key]).toBe(twice.spec?.template.metadata?.annotations?.[key]);
+  });
+});
