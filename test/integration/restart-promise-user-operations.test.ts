@@ -14,13 +14,18 @@ import { endsWithVersion } from '../env/event-text.js';
 import { startRollguardFixture, type RollguardFixture } from '../env/rollguard-fixture.js';
 import { printProcessLogsOnFailure } from '../env/rollguard-process.js';
 import { waitFor, waitUntil } from '../env/wait.js';
+import { createNamespace } from '../env/cluster.js';
+import { registerWebhook as registerDevWebhook, type WebhookRegistration } from '../../src/dev/webhook-registration.js';
+import { serviceAccountCredentials, type ServiceAccountCredentials } from '../env/service-account.js';
+import { startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
+import { RESTART_REASON_ANNOTATION } from '../../src/restarter/annotations.js';
 import { rolloutsOf, workloadApi, type AnyWorkload } from '../env/workload-rollouts.js';
 
 // The restart promise against the operations users make with whole objects: kubectl replace
 // (Argo CD's Replace=true), kubectl rollout undo, a copy made with kubectl get -o yaml. rollguard
 // runs as a ServiceAccount of its own, as in a cluster; the test's kubectl is the admin, a user.
 
-const { core, apps, kubeconfigPath } = testCluster();
+const { kc, core, apps, kubeconfigPath } = testCluster();
 const KUBECTL = (): string => path.join(controlPlaneBinaries(), 'kubectl');
 
 function kubectl(namespace: string, ...args: string[]): string {
@@ -278,4 +283,185 @@ describe('kubectl rollout undo', () => {
       expect(count(await eventsOf(ns, name, 'ConfigChanged'))).toBe(eventsBefore);
     },
   );
+});
+
+/** rollguard (as its own ServiceAccount) in front of two namespaces, with or without its webhook: a copy from one to the other. */
+interface TwoNamespaces {
+  a: string;
+  b: string;
+  rollguard: RollguardProcess;
+  teardown(): Promise<void>;
+}
+
+async function startTwoNamespaces(name: string, webhook: boolean): Promise<TwoNamespaces> {
+  const a = await createNamespace(core, `${name}-a`);
+  const b = await createNamespace(core, `${name}-b`);
+  const own = await createNamespace(core, `${name}-rollguard`);
+  let account: ServiceAccountCredentials | undefined;
+  let rollguard: RollguardProcess | undefined;
+  let registration: WebhookRegistration | undefined;
+  const teardown = async (): Promise<void> => {
+    await rollguard?.kill();
+    await registration?.delete();
+    await account?.remove();
+    for (const ns of [a, b, own]) await core.deleteNamespace({ name: ns }).catch(() => undefined);
+  };
+  try {
+    account = await serviceAccountCredentials(kc, own, 'rollguard');
+    rollguard = await startRollguardProcess({
+      name,
+      kubeconfigPath: account.kubeconfigPath,
+      args: [`--namespace=${own}`, `--watch-namespaces=${a},${b}`, `--webhook-configuration=${webhook ? a : ''}`, '--debounce=0s'],
+    });
+    if (webhook) {
+      registration = await registerDevWebhook(kc, {
+        name: a,
+        port: rollguard.webhookPort,
+        namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: [a, b] }] },
+      });
+    }
+    await rollguard.waitReady();
+    return { a, b, rollguard, teardown };
+  } catch (err) {
+    await teardown();
+    throw err;
+  }
+}
+
+async function statusIdle(rollguard: RollguardProcess): Promise<void> {
+  await waitUntil('rollguard idle', async () => {
+    const s = (await rollguard.status()) as { reconcile: { queued: number; in_flight: number } };
+    return (s.reconcile.queued === 0 && s.reconcile.in_flight === 0) || JSON.stringify(s.reconcile);
+  });
+}
+
+/** `kubectl get -o json` of a set, made into what a user creates elsewhere: no identity of the original, no status; annotations and template as they were. */
+function copyOf(namespace: string, name: string, newName = name): string {
+  const got = JSON.parse(kubectl(namespace, 'get', 'statefulset', name, '-o', 'json')) as AnyWorkload & { status?: unknown };
+  const m = got.metadata!;
+  for (const field of ['namespace', 'uid', 'resourceVersion', 'creationTimestamp', 'generation', 'managedFields'] as const) delete m[field];
+  m.name = newName;
+  delete got.status;
+  const file = path.join(dir, `copy-${namespace}-${name}-${newName}.json`);
+  fs.writeFileSync(file, JSON.stringify(got));
+  return file;
+}
+
+/**
+ * A source set in namespace a whose ConfigMap is newer than b's ConfigMap of the same name (so the
+ * copy's value looks newer than what b's cache knows), rolled once by rollguard, with its records.
+ */
+async function sourceSet(env: TwoNamespaces): Promise<AnyWorkload> {
+  await core.createNamespacedConfigMap({ namespace: env.b, body: { metadata: { name: 'app' }, data: { v: 'b' } } });
+  await core.createNamespacedConfigMap({ namespace: env.a, body: { metadata: { name: 'app' }, data: { v: '0' } } });
+  kubectl(env.a, 'create', '-f', manifestFile(manifest('StatefulSet', 'web', 'app')));
+  const to = await changeConfigMap(env.a, 'app', '1');
+  const source = await waitFor('the source rolled once, with its records', async () => {
+    const w = await apps.readNamespacedStatefulSet({ namespace: env.a, name: 'web' });
+    const a = w.metadata?.annotations ?? {};
+    return w.spec?.template.metadata?.annotations?.[annotationKey('ConfigMap', 'app')]?.endsWith(`/${to}`) && a[LAST_RESTART_ANNOTATION] && a[DIGESTS_ANNOTATION] ? w : undefined;
+  });
+  await statusIdle(env.rollguard);
+  return source;
+}
+
+const cmValue = async (namespace: string, name: string): Promise<string> => {
+  const cm = await core.readNamespacedConfigMap({ namespace, name });
+  return `${cm.metadata!.uid}/${cm.metadata!.resourceVersion}`;
+};
+
+describe('a set created from another\'s kubectl get -o yaml (a copy, a restore), with the webhook', () => {
+  let env: TwoNamespaces;
+  beforeAll(async () => {
+    env = await startTwoNamespaces('copy-webhook', true);
+  });
+  afterAll(async () => env?.teardown());
+  beforeEach(() => {
+    printControlPlaneLogsOnFailure();
+    printProcessLogsOnFailure([env.rollguard]);
+  });
+
+  it("is created naming its own namespace's versions, with none of the original's records, and is not rolled after", async () => {
+    const source = await sourceSet(env);
+    const key = annotationKey('ConfigMap', 'app');
+    for (const [ns, name] of [[env.b, 'web'], [env.a, 'web-copy']] as const) {
+      kubectl(ns, 'create', '-f', copyOf(env.a, 'web', name));
+      const created = await apps.readNamespacedStatefulSet({ namespace: ns, name });
+      expect(created.metadata?.generation, `${ns}/${name}`).toBe(1);
+      expect(created.spec?.template.metadata?.annotations?.[key], `${ns}/${name}`).toBe(await cmValue(ns, 'app'));
+      for (const record of [LAST_RESTART_ANNOTATION, RESTART_REASON_ANNOTATION]) expect(created.metadata?.annotations?.[record], `${ns}/${name} ${record}`).toBeUndefined();
+      expect(created.metadata?.annotations?.[DIGESTS_ANNOTATION], `${ns}/${name}`).not.toBe(source.metadata?.annotations?.[DIGESTS_ANNOTATION]);
+    }
+    await statusIdle(env.rollguard);
+    for (const [ns, name] of [[env.b, 'web'], [env.a, 'web-copy']] as const) {
+      const after = await apps.readNamespacedStatefulSet({ namespace: ns, name });
+      expect(after.metadata?.generation, `${ns}/${name}`).toBe(1);
+      expect(count(await eventsOf(ns, name, 'ConfigChanged')), `${ns}/${name}`).toBe(0);
+    }
+  });
+});
+
+describe('a copy from another namespace with no webhook (the loop alone)', () => {
+  let env: TwoNamespaces;
+  beforeAll(async () => {
+    env = await startTwoNamespaces('copy-loop', false);
+  });
+  afterAll(async () => env?.teardown());
+  beforeEach(() => {
+    printControlPlaneLogsOnFailure();
+    printProcessLogsOnFailure([env.rollguard]);
+  });
+
+  it('is brought to its own namespace\'s version, with a Warning and the metric, not held forever', async () => {
+    await sourceSet(env);
+    const key = annotationKey('ConfigMap', 'app');
+    kubectl(env.b, 'create', '-f', copyOf(env.a, 'web'));
+    const own = await cmValue(env.b, 'app');
+    const fixed = await waitFor('the copy to name b\'s version', async () => {
+      const w = await apps.readNamespacedStatefulSet({ namespace: env.b, name: 'web' });
+      return w.spec?.template.metadata?.annotations?.[key] === own ? w : undefined;
+    }, { timeoutMs: 30_000 });
+    expect(fixed.metadata?.generation).toBe(2);
+    const warnings = await eventsOf(env.b, 'web', 'ForeignVersion');
+    expect(warnings.map((e) => e.type)).toEqual(['Warning']);
+    expect(warnings[0]?.message).toContain(`it is now ${own}`);
+    const text = await (await fetch(`${env.rollguard.adminUrl}/metrics`)).text();
+    expect(text).toMatch(/rollguard_restarter_warnings_total\{reason="foreign_version"\} 1\b/);
+    await statusIdle(env.rollguard);
+    expect((await apps.readNamespacedStatefulSet({ namespace: env.b, name: 'web' })).metadata?.generation).toBe(2);
+  });
+});
+
+describe('a write the API server refuses as invalid', () => {
+  let fixture: RollguardFixture;
+  beforeAll(async () => {
+    fixture = await startRollguardFixture({ name: 'invalid-write', webhook: 'registered', identity: 'service-account', args: ['--debounce=0s'] });
+  });
+  afterAll(async () => fixture?.teardown());
+  beforeEach(() => {
+    printControlPlaneLogsOnFailure();
+    printProcessLogsOnFailure([fixture.rollguard]);
+  });
+
+  it('is a Warning naming the field, told once and not retried, where a conflict would be', async () => {
+    const ns = fixture.ns;
+    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'full' }, data: { v: '0' } } });
+    kubectl(ns, 'create', '-f', manifestFile(manifest('StatefulSet', 'full', 'full')));
+    const before = await settled(fixture, 'StatefulSet', 'full');
+    // the user fills the set's annotations to 40 bytes below the API server's limit (256 KiB, keys and values):
+    // the loop's restart time and digest record no longer fit
+    const used = Object.entries(before.metadata?.annotations ?? {}).reduce((sum, [k, v]) => sum + k.length + v.length, 0);
+    const filler = 'x'.repeat(256 * 1024 - used - 'filler'.length - 40);
+    await apps.patchNamespacedStatefulSet({ namespace: ns, name: 'full', body: [{ op: 'add', path: '/metadata/annotations/filler', value: filler }] });
+    await changeConfigMap(ns, 'full', '1');
+    await waitUntil('a WriteInvalid Warning', async () => (await eventsOf(ns, 'full', 'WriteInvalid')).length > 0 || 'none yet', { timeoutMs: 20_000 });
+    const [warning] = await eventsOf(ns, 'full', 'WriteInvalid');
+    expect(warning?.type).toBe('Warning');
+    expect(warning?.message).toContain('metadata.annotations');
+    await loopCaughtUp(fixture);
+    expect(count(await eventsOf(ns, 'full', 'WriteInvalid'))).toBe(1);
+    const text = await (await fetch(`${fixture.rollguard.adminUrl}/metrics`)).text();
+    expect(text).toMatch(/rollguard_restarter_warnings_total\{reason="invalid"\} 1\b/);
+    expect((await apps.readNamespacedStatefulSet({ namespace: ns, name: 'full' })).metadata?.generation).toBe(before.metadata?.generation);
+  });
 });
