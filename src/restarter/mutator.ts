@@ -94,7 +94,8 @@ export function restarterMutator(deps: RestarterMutatorDeps): Mutator {
     const plan = planAnnotations({
       dialect,
       namespace,
-      annotations: old ? workload.metadata?.annotations : withoutRecords(workload.metadata?.annotations),
+      // the records as this write will leave them: the digests and frozen list of the set, not of a copy or a PUT
+      annotations: withRecords(workload.metadata?.annotations, records),
       template,
       // a new object's template may carry another set's values (a copy): only those of the objects the caches know stand
       stored: old ? oldTemplate?.metadata?.annotations : ownObjectsOnly(current, namespace, deps.lookup, dialect),
@@ -128,9 +129,12 @@ function recordsFor(old: RestarterView | undefined, deps: RestarterMutatorDeps):
   return Object.fromEntries(RESTARTER_RECORDS.map((key) => [key, before && Object.hasOwn(before, key) ? before[key] : undefined]));
 }
 
-function withoutRecords(annotations: Record<string, string> | undefined): Record<string, string> | undefined {
-  if (!annotations) return annotations;
-  return Object.fromEntries(Object.entries(annotations).filter(([key]) => !(RESTARTER_RECORDS as readonly string[]).includes(key)));
+/** The workload's annotations with `records` set (a string) or removed (undefined). */
+function withRecords(annotations: Record<string, string> | undefined, records: Record<string, string | undefined>): Record<string, string> | undefined {
+  if (Object.keys(records).length === 0) return annotations;
+  const kept = Object.entries(annotations ?? {}).filter(([key]) => !Object.hasOwn(records, key));
+  const set = Object.entries(records).filter((entry): entry is [string, string] => entry[1] !== undefined);
+  return Object.fromEntries([...kept, ...set]);
 }
 
 /**

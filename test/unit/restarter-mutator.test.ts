@@ -187,3 +187,16 @@ describe('restarterMutator and whole-object writes (kubectl replace, rollout und
     expect(templateValue(apply(fresh, mutate(create(fresh), fresh)))).toBe('cm-uid/500');
   });
 });
+
+describe('restarterMutator: a user\'s template change that drops the records is planned with the set\'s own', () => {
+  it('does not bump a version the stored digest record knows to hold the same data, though the PUT left the record out', () => {
+    const OWN = 'system:serviceaccount:rollguard-system:rollguard';
+    const record = { 'rollguard.io/digests': JSON.stringify({ [KEY]: { v: 'cm-uid/264', k: 'k1', d: { a: '0123456789abcdef' } } }) };
+    const mutate = restarterMutator({ cachesSynced: true, lookup, cacheProgress: () => '400', ownUser: OWN });
+    const old = set({ value: 'cm-uid/208', annotations: record });
+    const upgraded = set({ image: 'web:2' });
+    const after = apply(upgraded, mutate({ ...update(upgraded, old), userInfo: { username: 'argocd' } }, upgraded));
+    expect(templateValue(after)).toBe('cm-uid/208');
+    expect(setAnnotations(after)).toEqual(record);
+  });
+});
