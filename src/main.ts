@@ -60,12 +60,13 @@ function ownNamespace(config: Config): string {
 }
 
 /** Starts every part of rollguard in dependency order; the caller owns signals. */
-/** How long to wait between attempts to learn rollguard's own identity while the API server does not answer. */
-const IDENTITY_RETRY_MS = 5_000;
+/** The first wait between attempts to learn rollguard's own identity while the API server does not answer; doubled up to the longest. */
+const IDENTITY_FIRST_RETRY_MS = 2_000;
+const IDENTITY_LONGEST_RETRY_MS = 5 * 60_000;
 
-/** Asks the API server who rollguard is, again until it answers; a person's credentials are no identity of rollguard's alone. */
+/** Asks the API server who rollguard is, again (backing off) until it answers; a person's credentials are no identity of rollguard's alone. */
 function learnOwnServiceAccount(kubeConfig: KubeConfig, logger: Logger, learned: (user: string) => void): void {
-  const attempt = (): void => {
+  const attempt = (waitMs: number): void => {
     ownServiceAccount(kubeConfig).then(
       (user) => {
         if (user) learned(user);
@@ -77,12 +78,12 @@ function learnOwnServiceAccount(kubeConfig: KubeConfig, logger: Logger, learned:
         );
       },
       (err: unknown) => {
-        logger.warn({ err: errorText(err) }, `who am I (SelfSubjectReview) failed: ${errorText(err)}; trying again in ${IDENTITY_RETRY_MS / 1000} s`);
-        setTimeout(attempt, IDENTITY_RETRY_MS).unref();
+        logger.warn({ err: errorText(err) }, `who am I (SelfSubjectReview) failed: ${errorText(err)}; until it answers, the loop's writes are told by rollguard.io/last-restart-at; trying again in ${waitMs / 1000} s`);
+        setTimeout(() => attempt(Math.min(waitMs * 2, IDENTITY_LONGEST_RETRY_MS)), waitMs).unref();
       },
     );
   };
-  attempt();
+  attempt(IDENTITY_FIRST_RETRY_MS);
 }
 
 export async function startRollguard(config: Config, kubeConfig: KubeConfig, logger: Logger): Promise<RunningRollguard> {
