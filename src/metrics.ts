@@ -76,6 +76,13 @@ export function createMetrics(registry = new Registry()) {
       help: 'Restarts held back by the per-set restart floor (--min-restart-interval); the last change still rolls when it passes',
       registers: r,
     }),
+    restarterWarnings: new Counter({
+      name: 'rollguard_restarter_warnings_total',
+      help:
+        'Workloads the restarter could not bring up to date as it is, each told with a Warning Event, by reason: cache_lag (a stored version newer than the cache for long), foreign_version (the template named another object\'s version: a copy, a restore; rewritten), invalid (the API server refused the write as invalid; not retried until the workload changes)',
+      labelNames: ['reason'],
+      registers: r,
+    }),
     dataReads: new Counter({
       name: 'rollguard_data_reads_total',
       help: 'GETs of a referenced object to digest its data (one per changed object, shared by the sets that reference it), by kind',

@@ -332,6 +332,11 @@ export function templateBesidesRollguard(template: V1PodTemplateSpec | null | un
   const annotations = template.metadata?.annotations;
   if (!annotations) return template;
   const others = Object.fromEntries(Object.entries(annotations).filter(([key]) => !dialect.isOwnAnnotation(key)));
+  // a map of rollguard's keys alone is the owner's absent map (`kubectl replace` of the manifest the set was created from)
+  if (Object.keys(others).length === 0) {
+    const { annotations: _dropped, ...metadata } = template.metadata ?? {};
+    return { ...template, metadata };
+  }
   return { ...template, metadata: { ...template.metadata, annotations: others } };
 }
 

@@ -1,6 +1,6 @@
 import type { Operation } from 'fast-json-patch';
 import type { Logger } from 'pino';
-import { ConflictError, errorText, isConflict, isOutcomeUnknown, statusCode } from '../kube/api-status.js';
+import { ConflictError, errorText, invalidFields, isConflict, isOutcomeUnknown, statusCode } from '../kube/api-status.js';
 import { policyDenial, REASON_WRITE_DENIED } from '../kube/policy-denial.js';
 import type { ReconcileResult, Reconciler } from '../kube/controller.js';
 import type { EventRecorder, EventSubject } from '../kube/events.js';
@@ -43,6 +43,20 @@ export const PATCH_ACTION = 'PatchPodTemplate';
 
 /** Event reason: a restart held back by the set's restart floor (--min-restart-interval). */
 export const REASON_RESTARTS_DEFERRED = 'RestartsDeferred';
+/** Warning Event reasons: a stored version the cache has not caught up with for long; a template value of another object; a write the API server refused as invalid. */
+export const REASON_VERSION_HELD = 'VersionHeldBack';
+export const REASON_FOREIGN_VERSION = 'ForeignVersion';
+export const REASON_WRITE_INVALID = 'WriteInvalid';
+/** The restarter_warnings metric's reasons (a closed set). */
+export type RestarterWarning = 'cache_lag' | 'foreign_version' | 'invalid';
+
+/** A hold on a lagging cache that lasts this long is told with a Warning (and goes on: the cache is the truth to come). */
+const HOLD_WARNING_AFTER_MS = 30_000;
+
+/** A write the API server refused as invalid (a 422 naming a field): told, and not retried until the workload changes. */
+class InvalidWriteError extends Error {
+  override readonly name = 'InvalidWriteError';
+}
 
 /** While the caches are still listing, every object would look absent; the item waits this long and tries again. */
 const NOT_SYNCED_RETRY_MS = 1_000;
@@ -74,7 +88,7 @@ export interface ReconcilerDeps {
   /** At most one template patch per set in this window (the trailing change wins); 0: no floor. */
   minRestartIntervalMs: number;
   logger: Logger;
-  metrics: Pick<Metrics, 'patches' | 'restarts' | 'restartsDeferred' | 'metadataOnlyChanges'> & Partial<Pick<Metrics, 'dataCheckFailures'>>;
+  metrics: Pick<Metrics, 'patches' | 'restarts' | 'restartsDeferred' | 'metadataOnlyChanges' | 'restarterWarnings'> & Partial<Pick<Metrics, 'dataCheckFailures'>>;
   now?: () => Date;
   /** What a Deployment or DaemonSet is warned it asks for in vain (rollout/, handover/); omitted: none. */
   statefulSetOnly?: readonly StatefulSetOnlyFeature[];
@@ -179,6 +193,8 @@ function kindsIn(reason: string): ObjectKind[] {
  */
 export class RestarterReconciler implements Reconciler {
   private readonly lagSince = new Map<string, number>();
+  /** When each set's current hold on a lagging cache began, and whether its Warning was told. */
+  private readonly heldSince = new Map<string, { since: number; told: boolean }>();
   private readonly inDoubt = new Map<string, WriteInDoubt>();
   /** Sets whose current deferral has had its Event. */
   private readonly deferred = new Set<string>();
@@ -193,6 +209,16 @@ export class RestarterReconciler implements Reconciler {
   }
 
   async reconcile(key: string, signal: AbortSignal): Promise<RestarterReconcileResult> {
+    try {
+      return await this.reconcileOnce(key, signal);
+    } catch (err) {
+      // told already; the same write would fail again: the workload's next change wakes it
+      if (err instanceof InvalidWriteError) return {};
+      throw err;
+    }
+  }
+
+  private async reconcileOnce(key: string, signal: AbortSignal): Promise<RestarterReconcileResult> {
     const { deps } = this;
     if (!deps.cachesSynced()) return { requeueAfterMs: NOT_SYNCED_RETRY_MS };
     const ref = workloadRef(key);
@@ -215,6 +241,7 @@ export class RestarterReconciler implements Reconciler {
       plan = withFreshVersions(plan, fromTheFuture);
     }
     this.lagSince.delete(ref.key);
+    this.heldSince.delete(ref.key);
     plan = await this.checkData(ref, plan);
     if (plan.changes.length === 0) return this.writeFrozen(ref, plan);
 
@@ -235,6 +262,7 @@ export class RestarterReconciler implements Reconciler {
 
   private forget(ref: WorkloadRef): RestarterReconcileResult {
     this.lagSince.delete(ref.key);
+    this.heldSince.delete(ref.key);
     this.deferred.delete(ref.key);
     this.inDoubt.delete(ref.key);
     return {};
@@ -315,7 +343,19 @@ export class RestarterReconciler implements Reconciler {
       const revision = numericResourceVersion(read.revision);
       const stored = parseAnnotationValue(held.stored);
       const fromTheFuture = revision !== undefined && stored.kind === 'version' && stored.resourceVersion > revision;
-      if (!fromTheFuture) return undefined;
+      if (!fromTheFuture) {
+        const freshAt = numericResourceVersion(read.version?.resourceVersion);
+        if (stored.kind === 'version' && freshAt !== undefined && freshAt >= stored.resourceVersion) {
+          // the object is at the stored version or past it: the cache lags, and is waited for
+          await this.tellLongHold(ref, plan.set, held, now);
+          return undefined;
+        }
+        // the object never had the stored version: the value is another object's (the template was copied from
+        // another namespace's set, or restored from a backup); its pods read this one's
+        await this.tellForeign(ref, plan.set, held, read.version);
+        fresh.set(`${held.kind}/${held.name}`, read.version);
+        continue;
+      }
       this.deps.logger.warn(
         { workload: ref.key, kind: held.kind, name: held.name, stored: held.stored, revision: read.revision },
         `${describeWorkload(ref)}: ${held.kind} ${held.name} is annotated ${held.stored}, newer than the store's revision ${read.revision} (etcd restored from a backup?); writing the current version`,
@@ -323,6 +363,27 @@ export class RestarterReconciler implements Reconciler {
       fresh.set(`${held.kind}/${held.name}`, read.version);
     }
     return fresh;
+  }
+
+  /** A hold on a lagging cache that lasts: one Warning per hold, and the metric. */
+  private async tellLongHold(ref: WorkloadRef, set: Workload, held: HeldBack, now: number): Promise<void> {
+    const hold = this.heldSince.get(ref.key) ?? { since: now, told: false };
+    this.heldSince.set(ref.key, hold);
+    if (hold.told || now - hold.since < HOLD_WARNING_AFTER_MS) return;
+    hold.told = true;
+    const message = `${held.kind} ${held.name}: the template names ${held.stored}, which the API server has, but rollguard's cache has not shown for ${Math.round((now - hold.since) / 1000)} s (it shows ${held.candidate}); the set is not rolled until it does`;
+    this.deps.metrics.restarterWarnings.inc({ reason: 'cache_lag' satisfies RestarterWarning });
+    this.deps.logger.warn({ workload: ref.key, kind: held.kind, name: held.name, stored: held.stored, cached: held.candidate }, `${describeWorkload(ref)}: ${message}`);
+    await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_VERSION_HELD, message, action: PATCH_ACTION });
+  }
+
+  /** A template value that names a version the object never had: rewritten to the object's, and said so. */
+  private async tellForeign(ref: WorkloadRef, set: Workload, held: HeldBack, version: ObjectVersion | undefined): Promise<void> {
+    const now = version ? `${version.uid}/${version.resourceVersion}` : ABSENT;
+    const message = `${held.kind} ${held.name}: the template names ${held.stored}, a version this object never had (copied from another namespace's or a restored set?); it is now ${now}, and the template is brought to it`;
+    this.deps.metrics.restarterWarnings.inc({ reason: 'foreign_version' satisfies RestarterWarning });
+    this.deps.logger.warn({ workload: ref.key, kind: held.kind, name: held.name, stored: held.stored, now }, `${describeWorkload(ref)}: ${message}`);
+    await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_FOREIGN_VERSION, message, action: PATCH_ACTION });
   }
 
   private floorWait(set: Workload): number {
@@ -561,6 +622,14 @@ export class RestarterReconciler implements Reconciler {
     } catch (err) {
       const denied = policyDenial(err);
       if (denied) await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_WRITE_DENIED, message: denied, action: PATCH_ACTION });
+      const invalid = denied ? [] : invalidFields(err);
+      if (invalid.length > 0) {
+        const message = `The API server refused the write of ${what} as invalid: ${invalid.map((f) => `${f.field}: ${f.message}`).join('; ')}; not retried until ${ref.kind} ${ref.name} changes`;
+        this.deps.metrics.restarterWarnings.inc({ reason: 'invalid' satisfies RestarterWarning });
+        this.deps.logger.warn({ workload: ref.key, fields: invalid.map((f) => f.field) }, `${describeWorkload(ref)}: ${message}`);
+        await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_WRITE_INVALID, message, action: PATCH_ACTION });
+        throw new InvalidWriteError(`${describeWorkload(ref)}: ${message}`, { cause: err });
+      }
       if (isConflict(err)) {
         throw new ConflictError(
           `${describeWorkload(ref)} changed since resourceVersion ${set.metadata?.resourceVersion} (HTTP ${statusCode(err)}); will retry from the newer version`,

@@ -340,20 +340,43 @@ describe('RestarterReconciler', () => {
     expect((await h.metrics.restarts.get()).values).toEqual([expect.objectContaining({ labels: { kind: 'ConfigMap', workload_kind: 'StatefulSet' }, value: 1 })]);
   });
 
-  it('waits for a lagging cache with no time limit, and corrects a stored version from the future only on a fresh read', async () => {
-    // 900 stored, the cache at 850 holds 845: a lagging cache; the fresh read says the store is at 950
-    const lagging = harness({ cached: set({ [CM]: 'u0/900', [SECRET]: 'u2/3' }), versions, progress: '850', fresh: { version: versions['ConfigMap/app'], revision: '950' } });
-    for (let i = 0; i < 3; i++) {
+  it('waits for a lagging cache with no time limit, with one Warning, and corrects a stored version from the future only on a fresh read', async () => {
+    // 900 stored, the cache at 850 holds 845: a lagging cache; the fresh read says the object is at 905, the store at 950
+    const lagging = harness({ cached: set({ [CM]: 'u0/900', [SECRET]: 'u2/3' }), versions, progress: '850', fresh: { version: { uid: 'u0', resourceVersion: '905', ignored: false }, revision: '950' } });
+    for (let i = 0; i < 4; i++) {
       expect((await lagging.reconciler.reconcile('StatefulSet/ns/web', signal)).requeueAfterMs).toBeGreaterThan(0);
       lagging.advance(10 * 60_000);
     }
     expect(lagging.patches).toEqual([]);
-    expect(lagging.freshReads()).toBe(2);
+    expect(lagging.freshReads()).toBe(3);
+    expect(lagging.events).toEqual([expect.stringMatching(/^StatefulSet ns\/web@\S+ Warning VersionHeldBack: ConfigMap app: the template names u0\/900, .*it shows u1\/845/)]);
+    expect((await lagging.metrics.restarterWarnings.get()).values).toEqual([expect.objectContaining({ labels: { reason: 'cache_lag' }, value: 1 })]);
     // the same, but the store is at 860 < 900: etcd came back from a backup
     const restored = harness({ cached: set({ [CM]: 'u0/900', [SECRET]: 'u2/3' }), versions, progress: '850', fresh: { version: versions['ConfigMap/app'], revision: '860' } });
     await restored.reconciler.reconcile('StatefulSet/ns/web', signal);
     restored.advance(6_000);
     await expect(restored.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+  });
+
+  it('brings a template value of another object (a copy from another namespace) to the object\'s own version, with a Warning, instead of waiting forever', async () => {
+    // the copy names u9/900; this namespace's app is u1/845, and the fresh read agrees: it never had 900
+    const copy = harness({ cached: set({ [CM]: 'u9/900', [SECRET]: 'u2/3' }), versions, progress: '1000', fresh: { version: versions['ConfigMap/app'], revision: '1000' } });
+    expect((await copy.reconciler.reconcile('StatefulSet/ns/web', signal)).requeueAfterMs).toBeGreaterThan(0);
+    copy.advance(6_000);
+    await expect(copy.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+    expect(copy.patches[0]).toContainEqual({ op: 'replace', path: `/spec/template/metadata/annotations/${CM.replace('/', '~1')}`, value: 'u1/845' });
+    expect(copy.events[0]).toMatch(/Warning ForeignVersion: ConfigMap app: the template names u9\/900, a version this object never had .* now u1\/845/);
+    expect((await copy.metrics.restarterWarnings.get()).values).toEqual([expect.objectContaining({ labels: { reason: 'foreign_version' }, value: 1 })]);
+  });
+
+  it('tells a write the API server refused as invalid (a 422 naming a field) with a Warning, and does not retry it; a 422 of a failed test is a conflict', async () => {
+    const status = (causes: unknown[]): unknown => Object.assign(new Error('HTTP 422'), { code: 422, body: JSON.stringify({ kind: 'Status', code: 422, reason: 'Invalid', details: { causes } }) });
+    const invalid = harness({ cached: set({ [CM]: 'u1/812', [SECRET]: 'u2/3' }), versions, patchError: status([{ reason: 'FieldValueTooLong', field: 'metadata.annotations', message: 'Too long: may not be more than 262144 bytes' }]) });
+    await expect(invalid.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({});
+    expect(invalid.events).toEqual([expect.stringMatching(/Warning WriteInvalid: The API server refused the write of the pod template annotations as invalid: metadata\.annotations: Too long/)]);
+    expect((await invalid.metrics.restarterWarnings.get()).values).toEqual([expect.objectContaining({ labels: { reason: 'invalid' }, value: 1 })]);
+    const testFailed = harness({ cached: set({ [CM]: 'u1/812', [SECRET]: 'u2/3' }), versions, patchError: status([{ message: 'testing value /metadata/resourceVersion failed: test failed' }]) });
+    await expect(testFailed.reconciler.reconcile('StatefulSet/ns/web', signal)).rejects.toBeInstanceOf(ConflictError);
   });
 
   it('decides an absent annotation against an older cached version on one fresh read, at once', async () => {
