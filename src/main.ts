@@ -4,6 +4,8 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { pino, type Logger } from 'pino';
 import type { Config } from './config.js';
 import { loadKubeConfig } from './kube/kubeconfig.js';
+import { ownServiceAccount } from './kube/identity.js';
+import { errorText } from './kube/api-status.js';
 import { LeaderElector } from './kube/leader-election.js';
 import { createLogger } from './logger.js';
 import { Manager, type Runnable } from './manager.js';
@@ -17,7 +19,7 @@ import { EventRecorder } from './kube/events.js';
 import { createRestarterController } from './restarter/controller.js';
 import { compatDialects, dialectFor, type CompatMode } from './compat/stackable.js';
 import { createPodRestarter } from './compat/pod-restarter.js';
-import { createRolloutController } from './rollout/controller.js';
+import { createRolloutController, rolloutHolds } from './rollout/controller.js';
 import { evictionGuard } from './handover/eviction-handler.js';
 import { handoverGates } from './handover/gate.js';
 import { PRIMARY_HANDOVER } from './handover/settings.js';
@@ -58,6 +60,32 @@ function ownNamespace(config: Config): string {
 }
 
 /** Starts every part of rollguard in dependency order; the caller owns signals. */
+/** The first wait between attempts to learn rollguard's own identity while the API server does not answer; doubled up to the longest. */
+const IDENTITY_FIRST_RETRY_MS = 2_000;
+const IDENTITY_LONGEST_RETRY_MS = 5 * 60_000;
+
+/** Asks the API server who rollguard is, again (backing off) until it answers; a person's credentials are no identity of rollguard's alone. */
+function learnOwnServiceAccount(kubeConfig: KubeConfig, logger: Logger, learned: (user: string) => void): void {
+  const attempt = (waitMs: number): void => {
+    ownServiceAccount(kubeConfig).then(
+      (user) => {
+        if (user) learned(user);
+        logger.info(
+          { serviceAccount: user ?? null },
+          user
+            ? `running as ${user}: the webhook takes that user's writes as the loop's, and keeps rollguard's records through anyone else's`
+            : "not running as a ServiceAccount: the webhook tells the loop's writes by rollguard.io/last-restart-at, and a user's replace may drop rollguard's records",
+        );
+      },
+      (err: unknown) => {
+        logger.warn({ err: errorText(err) }, `who am I (SelfSubjectReview) failed: ${errorText(err)}; until it answers, the loop's writes are told by rollguard.io/last-restart-at; trying again in ${waitMs / 1000} s`);
+        setTimeout(() => attempt(Math.min(waitMs * 2, IDENTITY_LONGEST_RETRY_MS)), waitMs).unref();
+      },
+    );
+  };
+  attempt(IDENTITY_FIRST_RETRY_MS);
+}
+
 export async function startRollguard(config: Config, kubeConfig: KubeConfig, logger: Logger): Promise<RunningRollguard> {
   const namespace = ownNamespace(config);
   const identity = `${os.hostname()}_${process.pid}`;
@@ -70,6 +98,10 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
   const compat = config.compat as CompatMode;
   // the rules every deadline of a workload is counted with, on the workload for `rollguard why`
   const timing = formatTiming(timingOf(config));
+
+  // rollguard's own ServiceAccount: the webhook tells the loop's writes from a user's by it
+  let ownUser: string | undefined;
+  learnOwnServiceAccount(kubeConfig, logger, (user) => (ownUser = user));
 
   // one recorder: one aggregation of repeated Events, one retry queue, one reporting instance
   const events = new EventRecorder({ kubeConfig, component: 'rollguard', instance: identity, logger });
@@ -128,6 +160,8 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
   const currentReadiness = (): Readiness =>
     readiness({ listening: started, shuttingDown, certificateReady: certificates.ready(), cachesSynced: restarter.cachesSynced() });
   const ready = (): boolean => currentReadiness().ready;
+  metrics.watchReady(ready);
+  metrics.watchHolds(() => rolloutHolds(rollouts.status().rollouts));
 
   const webhook = createWebhookServer({
     host: config.webhookHost,
@@ -142,6 +176,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
           cacheProgress: restarter.cacheProgress,
           inScope: restarter.covers,
           timing,
+          ownUser: () => ownUser,
           mutators: [holdScaleDownMutator, holdPartitionMutator],
           checks: [handoverGraceCheck],
           dialectOf: (labels) => dialectFor(labels, compat),

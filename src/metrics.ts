@@ -7,10 +7,35 @@ const ADMISSION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 
 const HANDOVER_BUCKETS = [0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300];
 const RECONCILE_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
+/** Why a health-gated rollout is held: a closed set, so the label's series are bounded. */
+export const HOLD_REASONS = ['unhealthy_pod', 'health_check', 'handover_paused', 'scale_down'] as const;
+export type HoldReason = (typeof HOLD_REASONS)[number];
+
+/** One set's rollout held now, and since when (ms since the epoch) where that is known. */
+export interface Hold {
+  reason: HoldReason;
+  sinceMs?: number;
+}
+
+/** Why a data check could not be made (the bump then rolls without one): no digest key, or the GET failed. */
+export const DATA_CHECK_FAILURES = ['key', 'read'] as const;
+export type DataCheckFailure = (typeof DATA_CHECK_FAILURES)[number];
+
 /** Every metric rollguard exports, on one registry; each part is handed the ones it moves. */
 export function createMetrics(registry = new Registry()) {
   // read when scraped: how long ago each cache last heard from the API server
   const cacheAges = new Map<string, () => number | undefined>();
+  // read when scraped: the rollouts held now (the leader knows them; other replicas report none)
+  let holds: () => readonly Hold[] = () => [];
+  let ready: () => boolean = () => false;
+  const dataCheckFailures = new Counter({
+    name: 'rollguard_data_check_failures_total',
+    help: 'Data checks that could not be made, so the version bump rolled without one, by reason (key: no digest key; read: the GET of the object failed)',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
+  // every reason from the start: increase() over a series that appears at its first failure misses that failure
+  for (const reason of DATA_CHECK_FAILURES) dataCheckFailures.inc({ reason }, 0);
   // process_cpu_seconds_total becomes rollguard_process_cpu_seconds_total, and so on
   collectDefaultMetrics({ register: registry, prefix: 'rollguard_' });
   const r = [registry];
@@ -49,6 +74,13 @@ export function createMetrics(registry = new Registry()) {
     restartsDeferred: new Counter({
       name: 'rollguard_restarts_deferred_total',
       help: 'Restarts held back by the per-set restart floor (--min-restart-interval); the last change still rolls when it passes',
+      registers: r,
+    }),
+    restarterWarnings: new Counter({
+      name: 'rollguard_restarter_warnings_total',
+      help:
+        'Workloads the restarter could not bring up to date as it is, each told with a Warning Event, by reason: cache_lag (a stored version newer than the cache for long), foreign_version (the template named another object\'s version: a copy, a restore; rewritten), invalid (the API server refused the write as invalid; not retried until the workload changes)',
+      labelNames: ['reason'],
       registers: r,
     }),
     dataReads: new Counter({
@@ -108,6 +140,48 @@ export function createMetrics(registry = new Registry()) {
       help: '1 while this replica holds the leader lease',
       registers: r,
     }),
+    ready: new Gauge({
+      name: 'rollguard_ready',
+      help: '1 while this replica is ready (GET /readyz answers 200): listening, certificate loaded with its CA in the caBundle, caches synced, not shutting down',
+      registers: r,
+      collect() {
+        this.set(ready() ? 1 : 0);
+      },
+    }),
+    /** Registers what rollguard_ready reports. */
+    watchReady(source: () => boolean): void {
+      ready = source;
+    },
+    rolloutsHeld: new Gauge({
+      name: 'rollguard_rollouts_held',
+      help: 'Health-gated rollouts held now, by reason (unhealthy_pod, health_check, handover_paused, scale_down); reported by the leader, 0 on the other replicas',
+      labelNames: ['reason'],
+      registers: r,
+      collect() {
+        const now = holds();
+        for (const reason of HOLD_REASONS) this.set({ reason }, now.filter((h) => h.reason === reason).length);
+      },
+    }),
+    rolloutHeldLongest: new Gauge({
+      name: 'rollguard_rollout_held_longest_seconds',
+      help: 'How long the longest-held rollout of each reason has been held (unhealthy_pod, health_check: since the block was first seen; handover_paused: since the handover started); 0 when none is',
+      labelNames: ['reason'],
+      registers: r,
+      collect() {
+        const at = Date.now();
+        const now = holds();
+        for (const reason of HOLD_REASONS) {
+          if (reason === 'scale_down') continue; // a held scale-down waits on the handover, which has its own reason
+          const since = now.filter((h) => h.reason === reason && h.sinceMs !== undefined).map((h) => h.sinceMs!);
+          this.set({ reason }, since.length > 0 ? Math.max(0, (at - Math.min(...since)) / 1000) : 0);
+        }
+      },
+    }),
+    /** Registers the source of the held rollouts (the rollout controller's, read at each scrape). */
+    watchHolds(source: () => readonly Hold[]): void {
+      holds = source;
+    },
+    dataCheckFailures,
     certificateExpiry: new Gauge({
       name: 'rollguard_certificate_expiry_timestamp_seconds',
       help: 'notAfter of the certificate in use, by certificate (serving, ca)',

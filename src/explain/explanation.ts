@@ -40,6 +40,8 @@ export type ReferenceState =
   | 'dropped'
   /** the object moved on, but rollguard's digest record says its data is what the pods read */
   | 'metadata-only'
+  /** the object's data moved on only in keys no pod of the workload reads (rollguard's digest record): no restart */
+  | 'unread-keys'
   /** opted out (ignore label or annotation): frozen where it was, its changes restart nothing */
   | 'ignored'
   /** opted out before rollguard tracked it: never tracked */
@@ -68,7 +70,7 @@ export interface ReferenceExplanation {
   change?: string;
   /** When the object was last written, when it changed. */
   changedAt?: Moment;
-  /** Why it is ignored, untracked, metadata-only or unreadable. */
+  /** Why it is ignored, untracked, metadata-only, unread-keys or unreadable. */
   why?: string;
 }
 

@@ -22,6 +22,15 @@ function annotationsOf(template: unknown): Record<string, string> {
 }
 
 /** The paths at which two JSON values differ (`spec.containers[0].image`), at most `limit`. */
+/** The owner's template without `kubectl rollout restart`'s annotation: equal on both sides when that was the only change. */
+function ownTemplate(template: unknown, dialect: Dialect): unknown {
+  const annotations = annotationsOf(template);
+  if (!Object.hasOwn(annotations, KUBECTL_RESTARTED_AT)) return templateBesidesRollguard(template as V1PodTemplateSpec, dialect);
+  const { [KUBECTL_RESTARTED_AT]: _restartedAt, ...rest } = annotations;
+  const t = template as V1PodTemplateSpec;
+  return templateBesidesRollguard({ ...t, metadata: { ...t.metadata, annotations: rest } }, dialect);
+}
+
 export function differingPaths(a: unknown, b: unknown, limit = MAX_OWNER_CHANGES + 1, at = ''): string[] {
   if (sameJson(a, b)) return [];
   if (Array.isArray(a) && Array.isArray(b) && a.length === b.length) {
@@ -77,7 +86,7 @@ export function restartHistory(input: { kind: WorkloadKind; dialect: Dialect; re
     const ours = annotationChanges(before, storedAnnotations(after, dialect), dialect);
     const owner = differingPaths(templateBesidesRollguard(previous.template as V1PodTemplateSpec, dialect), templateBesidesRollguard(revision.template as V1PodTemplateSpec, dialect));
     const restartedAt = before[KUBECTL_RESTARTED_AT] !== after[KUBECTL_RESTARTED_AT] && after[KUBECTL_RESTARTED_AT] !== undefined;
-    const ownerOnlyRestart = restartedAt && owner.every((p) => p === `metadata.annotations.${KUBECTL_RESTARTED_AT}`);
+    const ownerOnlyRestart = restartedAt && differingPaths(ownTemplate(previous.template, dialect), ownTemplate(revision.template, dialect)).length === 0;
     const cause = ours.length > 0 ? (owner.length > 0 ? 'owner-and-rollguard' : 'rollguard') : ownerOnlyRestart ? 'rollout-restart' : 'owner';
     const event = ours.length > 0 ? eventFor(input.events, revision.createdAt, ours.map((c) => (c.kind && c.name ? `${c.kind} ${c.name}` : c.key))) : undefined;
     const ourText = event?.message ?? ours.map(describeChange).join('; ');

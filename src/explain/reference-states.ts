@@ -3,7 +3,7 @@ import type { Workload, WorkloadKind } from '../kube/workloads.js';
 import { jsonObjectOrUndefined } from '../kube/json.js';
 import { FROZEN_ANNOTATION, annotationChanges, frozenEntry, planAnnotations, type Dialect, type ObjectVersion, type VersionLookup } from '../restarter/annotations.js';
 import { describeChange } from '../restarter/change-text.js';
-import { parseDigestRecords } from '../restarter/digests.js';
+import { parseDigestRecords, sameKeysSince } from '../restarter/digests.js';
 import { referenceReads } from '../restarter/references.js';
 import { momentOf, type ReferenceExplanation } from './explanation.js';
 import { podRevisionLabel, type ObjectFact, type RevisionFact } from './facts.js';
@@ -110,7 +110,13 @@ export function referenceStates(input: {
       out.push({ ...base, state: 'ahead', why: `the template names ${base.template}, newer than the ${kind}'s ${base.current}` });
     } else if (base.current !== base.template) {
       const record = records.get(annotation);
-      out.push({ ...base, state: 'metadata-only', why: `rollguard's digest record: the data of ${record?.version ?? base.current} is the data of ${base.template}`, ...changedAt });
+      const same = record && base.template !== undefined ? sameKeysSince(record, base.template) : undefined;
+      if (same) {
+        const keys = same.length === 0 ? 'no key read' : `the ${same.length === 1 ? 'key' : 'keys'} read (${same.join(', ')})`;
+        out.push({ ...base, state: 'unread-keys', why: `rollguard's digest record: ${record!.version} holds the data of ${base.template} in ${keys}`, ...changedAt });
+      } else {
+        out.push({ ...base, state: 'metadata-only', why: `rollguard's digest record: the data of ${record?.version ?? base.current} is the data of ${base.template}`, ...changedAt });
+      }
     } else {
       out.push(base);
     }

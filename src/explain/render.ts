@@ -41,6 +41,7 @@ function referenceState(r: ReferenceExplanation): string {
   const since = r.changedAt ? ` since ${when(r.changedAt)}` : '';
   if (r.state === 'changed' || r.state === 'dropped') return `${r.state}${since}`;
   if (r.state === 'metadata-only') return `metadata only${since}, no restart`;
+  if (r.state === 'unread-keys') return `changed${since} only in keys not read, no restart`;
   if (r.why) return `${r.state}: ${r.why}`;
   return r.state;
 }

@@ -27,6 +27,8 @@ export interface AdmissionHandlerOptions {
   dialectOf?: (labels: Record<string, string> | undefined) => Dialect | undefined;
   /** The rollguard.io/timing record a CREATE gets (timing.ts); omitted: none. */
   timing?: string;
+  /** rollguard's own ServiceAccount username, once known (kube/identity.ts); undefined: none known. */
+  ownUser?: () => string | undefined;
   metrics: Metrics;
   logger?: Logger;
 }
@@ -90,7 +92,7 @@ function decision(opts: AdmissionHandlerOptions): (body: unknown) => HandlerResu
     const synced = opts.cachesSynced();
     let response;
     try {
-      response = admit(parsed.review, { cachesSynced: synced, lookup: opts.lookup, cacheProgress: opts.cacheProgress, mutators: opts.mutators, checks: opts.checks, dialectOf: opts.dialectOf, timing: opts.timing });
+      response = admit(parsed.review, { cachesSynced: synced, lookup: opts.lookup, cacheProgress: opts.cacheProgress, mutators: opts.mutators, checks: opts.checks, dialectOf: opts.dialectOf, timing: opts.timing, ownUser: opts.ownUser?.() });
     } catch (err) {
       const request = parsed.review.request;
       opts.logger?.error({ err, uid: request?.uid, kind: request?.kind.kind, namespace: request?.namespace, name: request?.name }, 'admission failed; allowed without a patch');

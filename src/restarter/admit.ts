@@ -16,6 +16,8 @@ export interface AdmissionDeps {
   dialectOf?: (labels: Record<string, string> | undefined) => Dialect | undefined;
   /** The rollguard.io/timing record a CREATE gets (timing.ts); omitted: none. */
   timing?: string;
+  /** rollguard's own ServiceAccount (kube/identity.ts): its UPDATEs are the loop's; omitted: told by the loop's restart time. */
+  ownUser?: string;
   /** Mutators after the restarter's, each on the object as the one before it left it. */
   mutators?: Mutator[];
   /** Checks whose warnings go back with the answer; they need no cache, so they run before the sync too. */
@@ -50,7 +52,7 @@ export function admit(review: AdmissionReview, deps: AdmissionDeps): AdmissionRe
   const object = request.object;
   // an object without a metadata map is no Kubernetes object (only a hostile client sends one): nothing to patch
   if (!routed(request) || !isJsonObject(object) || !isJsonObject(object.metadata)) return admissionResponseFor(request.uid, []);
-  const restarter = restarterMutator({ cachesSynced: deps.cachesSynced, lookup: deps.lookup, cacheProgress: deps.cacheProgress, dialectOf: deps.dialectOf, timing: deps.timing });
+  const restarter = restarterMutator({ cachesSynced: deps.cachesSynced, lookup: deps.lookup, cacheProgress: deps.cacheProgress, dialectOf: deps.dialectOf, timing: deps.timing, ownUser: deps.ownUser });
   const ops = composeMutators(request, object, [restarter, ...(deps.cachesSynced ? (deps.mutators ?? []) : [])]);
   return admissionResponseFor(request.uid, ops, runChecks(request, object, deps.checks ?? []));
 }

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { V1ObjectMeta, V1PodTemplateSpec } from '@kubernetes/client-node';
 import type { CachedVersion } from '../kube/metadata-cache.js';
 import { WORKLOAD_KINDS, type WorkloadKind } from '../kube/workloads.js';
-import { referencedObjects, type Reference, type ObjectKind } from './references.js';
+import { keysRead, referencedObjects, type Reference, type ObjectKind, type ReadKeys } from './references.js';
 import { knownEquivalent, parseDigestRecords, type ObjectData } from './digests.js';
 import { ABSENT, numericResourceVersion, replaces } from './versions.js';
 
@@ -143,6 +143,11 @@ export interface Dialect {
   isOwnAnnotation(key: string): boolean;
   annotationTarget(key: string): { kind: ObjectKind; name?: string } | undefined;
   references(template: unknown): Reference[];
+  /**
+   * The keys the template reads of each referenced object, by `Kind/name`: a change to other keys
+   * rolls nothing. Omitted: every reference reads its object whole, so any data change rolls.
+   */
+  keysRead?(template: unknown): Map<string, ReadKeys>;
   /** The names the workload's own annotations opt out, per kind. */
   ignoredNames(annotations: Record<string, string> | undefined): Record<ObjectKind, Set<string>>;
   /** The value of a reference whose object does not exist. */
@@ -166,6 +171,7 @@ export const ROLLGUARD_DIALECT: Dialect = {
   isOwnAnnotation: isRollguardAnnotation,
   annotationTarget,
   references: referencedObjects,
+  keysRead: (template) => keysRead(template),
   ignoredNames: (annotations) => ({
     ConfigMap: ignoredNames(annotations, IGNORE_CONFIGMAPS_ANNOTATION),
     Secret: ignoredNames(annotations, IGNORE_SECRETS_ANNOTATION),
@@ -181,6 +187,12 @@ export const ROLLGUARD_DIALECT: Dialect = {
  */
 export function dialectOf(dialects: readonly Dialect[], labels: Record<string, string> | null | undefined, kind?: string): Dialect | undefined {
   return dialects.find((d) => labels?.[d.enabledLabel] === 'true' && (kind === undefined || (d.kinds as readonly string[]).includes(kind)));
+}
+
+/** The keys the template reads of `kind`/`name` in `dialect`; `all` where the dialect does not narrow. */
+export function readKeysFor(dialect: Dialect, template: unknown): (kind: ObjectKind, name: string) => ReadKeys {
+  const reads = dialect.keysRead?.(template);
+  return (kind, name) => reads?.get(`${kind}/${name}`) ?? 'all';
 }
 
 function ignoredNames(annotations: Record<string, string> | undefined, key: string): Set<string> {
@@ -243,8 +255,9 @@ function ownValue(map: Record<string, string> | undefined, key: string): string 
  * than the stored one (see `replaces`): a candidate refused as older is held back, the stored
  * value kept. An opted-out reference (ignore label, ignore-* annotation) keeps its stored value,
  * frozen, so that opting out restarts nothing; without a stored value it is not tracked. A
- * candidate that the workload's DIGESTS_ANNOTATION knows to hold the stored version's data keeps
- * the stored value: a metadata-only change rolls nothing.
+ * candidate that the workload's DIGESTS_ANNOTATION knows to hold the stored version's data, in
+ * the keys the template reads of it, keeps the stored value: a metadata-only change, or one to
+ * keys no pod reads, rolls nothing.
  */
 export function planAnnotations(input: PlanInput): AnnotationPlan {
   const dialect = input.dialect ?? ROLLGUARD_DIALECT;
@@ -252,6 +265,7 @@ export function planAnnotations(input: PlanInput): AnnotationPlan {
   const wasFrozen = frozenEntries(input.annotations);
   const digests = parseDigestRecords(input.annotations);
   const storedAt = numericResourceVersion(input.storedAt);
+  const readsOf = readKeysFor(dialect, input.template);
   const desired: DesiredAnnotation[] = [];
   const heldBack: HeldBack[] = [];
   const frozen: string[] = [];
@@ -283,8 +297,8 @@ export function planAnnotations(input: PlanInput): AnnotationPlan {
       continue;
     }
     if (replaces(asCompared(candidate), asCompared(stored), { cacheProgress: progress, storedAt })) {
-      // the workload's digest record says the candidate holds the stored version's data: metadata only
-      desired.push({ key, kind, name, value: knownEquivalent(digests.get(key), stored, candidate) ? stored : candidate });
+      // the workload's digest record says the candidate holds the stored version's data in the keys read: nothing the pods read changed
+      desired.push({ key, kind, name, value: knownEquivalent(digests.get(key), stored, candidate, readsOf(kind, name)) ? stored : candidate });
     } else {
       desired.push({ key, kind, name, value: stored });
       heldBack.push({ key, kind, name, stored: asCompared(stored), candidate });
@@ -318,6 +332,11 @@ export function templateBesidesRollguard(template: V1PodTemplateSpec | null | un
   const annotations = template.metadata?.annotations;
   if (!annotations) return template;
   const others = Object.fromEntries(Object.entries(annotations).filter(([key]) => !dialect.isOwnAnnotation(key)));
+  // a map of rollguard's keys alone is the owner's absent map (`kubectl replace` of the manifest the set was created from)
+  if (Object.keys(others).length === 0) {
+    const { annotations: _dropped, ...metadata } = template.metadata ?? {};
+    return { ...template, metadata };
+  }
   return { ...template, metadata: { ...template.metadata, annotations: others } };
 }
 

@@ -1,14 +1,17 @@
 import { annotationChanges, type AnnotationChange, type DesiredAnnotation, type Dialect } from './annotations.js';
-import { changedKeys, formatDigestRecords, recordCovers, sameDigests, type DigestRecord } from './digests.js';
+import { changedKeys, formatDigestRecords, recordCovers, sameDigests, sameKeysSince, type DigestRecord } from './digests.js';
 import type { DigestRead } from './digest-reader.js';
+import { readKeysChanged, type ReadKeys } from './references.js';
 import { parseAnnotationValue } from './versions.js';
 
 /** What one fresh read of a referenced object means for the template value `stored`. */
 export type DataVerdict =
   /** The data is the stored version's: keep `stored`, record `record`. */
   | { kind: 'same'; record: DigestRecord }
-  /** The data changed (keys named, or null when they cannot be): write `value`, record `record`. */
+  /** The data of keys the template reads changed (those keys named, or null when they cannot be): write `value`, record `record`. */
   | { kind: 'changed'; value: string; keys: string[] | null; record: DigestRecord }
+  /** Only keys the template does not read changed (`keys`): keep `stored`, record `record` (its `sameKeys` the keys read). */
+  | { kind: 'unread'; keys: string[]; record: DigestRecord }
   /** Nothing recorded to compare with: the usual bump to `value`, and from now on `record`. */
   | { kind: 'unknown'; value: string; record: DigestRecord }
   /** The read says nothing usable (the object is gone, or older than planned): keep the plan. */
@@ -21,22 +24,39 @@ function rv(value: string): bigint | undefined {
 
 /**
  * Compares a fresh read with the workload's record for the template value `stored` (a version
- * bump was planned to `planned`). The comparison is under the record's key id, the new record
- * under the current one: a rotated key costs this one read, no rollout.
+ * bump was planned to `planned`), for a template that reads `reads` of the object. The comparison
+ * is under the record's key id, the new record under the current one: a rotated key costs this
+ * one read, no rollout. It rolls when a key the template reads changed, or, read whole, any key;
+ * a change to other keys only keeps `stored`. Past MAX_NAMED_KEYS the digests are one for all the
+ * data and name no key: every change of the data rolls, whatever keys are read.
  */
-export function judgeRead(stored: string, planned: string, record: DigestRecord | undefined, read: DigestRead, currentKeyId: string): DataVerdict {
+export function judgeRead(
+  stored: string,
+  planned: string,
+  record: DigestRecord | undefined,
+  read: DigestRead,
+  currentKeyId: string,
+  reads: ReadKeys = 'all',
+): DataVerdict {
   const readAt = rv(read.version);
   const plannedAt = rv(planned);
   const current = read.digests.get(currentKeyId);
   if (readAt === undefined || plannedAt === undefined || readAt < plannedAt || !current) return { kind: 'none' };
   const fresh: DigestRecord = { version: read.version, keyId: currentKeyId, digests: current };
-  const before = recordCovers(record, stored) ? read.digests.get(record.keyId) : undefined;
+  const before = recordCovers(record, stored, reads) ? read.digests.get(record.keyId) : undefined;
   if (!record || !before) return { kind: 'unknown', value: read.version, record: fresh };
   if (sameDigests(before, record.digests)) {
     const newest = rv(record.version)! >= readAt ? record.version : read.version;
-    return { kind: 'same', record: { ...fresh, version: newest } };
+    const same = sameKeysSince(record, stored);
+    return { kind: 'same', record: { ...fresh, version: newest, ...(same ? { sameKeys: same } : {}) } };
   }
-  return { kind: 'changed', value: read.version, keys: changedKeys(record.digests, before) ?? null, record: fresh };
+  const changed = changedKeys(record.digests, before);
+  if (changed === undefined) return { kind: 'changed', value: read.version, keys: null, record: fresh };
+  const readChanged = readKeysChanged(changed, reads);
+  if (readChanged.length === 0 && reads !== 'all') {
+    return { kind: 'unread', keys: changed, record: { ...fresh, sameKeys: [...new Set(reads)].sort() } };
+  }
+  return { kind: 'changed', value: read.version, keys: readChanged, record: fresh };
 }
 
 /**
@@ -45,20 +65,21 @@ export function judgeRead(stored: string, planned: string, record: DigestRecord 
  * (or the template) names. undefined: the object moved on, so its change is judged when the
  * cache shows it.
  */
-export function baselineRecord(stored: string, record: DigestRecord | undefined, read: DigestRead, currentKeyId: string): DigestRecord | undefined {
+export function baselineRecord(stored: string, record: DigestRecord | undefined, read: DigestRead, currentKeyId: string, reads: ReadKeys = 'all'): DigestRecord | undefined {
   const current = read.digests.get(currentKeyId);
   const readAt = rv(read.version);
   if (!current || readAt === undefined) return undefined;
-  if (recordCovers(record, stored)) {
-    return readAt <= rv(record.version)! ? { version: record.version, keyId: currentKeyId, digests: current } : undefined;
+  if (recordCovers(record, stored, reads)) {
+    const same = sameKeysSince(record, stored);
+    return readAt <= rv(record.version)! ? { version: record.version, keyId: currentKeyId, digests: current, ...(same ? { sameKeys: same } : {}) } : undefined;
   }
   return read.version === stored ? { version: stored, keyId: currentKeyId, digests: current } : undefined;
 }
 
 /** Whether the record needs a read to be right for `stored`: missing, stale, or under an old key. */
-export function needsBaseline(stored: string, record: DigestRecord | undefined, currentKeyId: string): boolean {
+export function needsBaseline(stored: string, record: DigestRecord | undefined, currentKeyId: string, reads: ReadKeys = 'all'): boolean {
   if (rv(stored) === undefined) return false;
-  return !recordCovers(record, stored) || record.keyId !== currentKeyId;
+  return !recordCovers(record, stored, reads) || record.keyId !== currentKeyId;
 }
 
 /** One planned reference of a workload, as the data check sees it. */
@@ -69,6 +90,8 @@ export interface DataCheckItem {
   stored: string | undefined;
   /** The workload's digest record for the key. */
   record: DigestRecord | undefined;
+  /** The keys the template reads of the object; omitted: all of them (a dialect that does not narrow). */
+  reads?: ReadKeys;
 }
 
 /** Whether the data check reads the item's object, and why. */
@@ -88,7 +111,7 @@ export type DataStep =
 export function dataStep(item: DataCheckItem, dialect: Dialect, currentKeyId: string, cachedAt: () => boolean): DataStep {
   const { planned, stored, record } = item;
   if (stored === undefined || stored === planned.value) {
-    const baseline = stored !== undefined && dialect.baselineDigests && needsBaseline(planned.value, record, currentKeyId) && cachedAt();
+    const baseline = stored !== undefined && dialect.baselineDigests && needsBaseline(planned.value, record, currentKeyId, item.reads) && cachedAt();
     return baseline ? { read: true, why: 'baseline' } : { read: false };
   }
   const plannedVersion = parseAnnotationValue(planned.value).kind === 'version';
@@ -106,6 +129,8 @@ export interface DataOutcome {
   keys?: string[] | null;
   /** A bump held back: the data is the stored version's. */
   metadataOnly?: { from: string; to: string };
+  /** A bump held back: only data keys the template does not read changed (`keys`). */
+  unread?: { from: string; to: string; keys: string[] };
 }
 
 /** The item's outcome from its step and the read it called for (undefined: none, or the read failed: the plan stands). */
@@ -116,17 +141,19 @@ export function dataOutcome(item: DataCheckItem, step: DataStep, read: DigestRea
     case 'content-digest':
       return { value: read?.contentDigest === step.digest && stored !== undefined ? stored : planned.value };
     case 'baseline': {
-      const made = read ? baselineRecord(planned.value, record, read, currentKeyId) : undefined;
-      const kept = made ?? (recordCovers(record, planned.value) ? record : undefined);
+      const made = read ? baselineRecord(planned.value, record, read, currentKeyId, item.reads) : undefined;
+      const kept = made ?? (recordCovers(record, planned.value, item.reads) ? record : undefined);
       return { value: planned.value, ...(kept ? { record: kept } : {}) };
     }
     case 'bump': {
-      const verdict = read ? judgeRead(step.stored, planned.value, record, read, currentKeyId) : ({ kind: 'none' } as const);
+      const verdict = read ? judgeRead(step.stored, planned.value, record, read, currentKeyId, item.reads) : ({ kind: 'none' } as const);
       switch (verdict.kind) {
         case 'none':
           return { value: planned.value };
         case 'same':
           return { value: step.stored, record: verdict.record, metadataOnly: { from: step.stored, to: verdict.record.version } };
+        case 'unread':
+          return { value: step.stored, record: verdict.record, unread: { from: step.stored, to: verdict.record.version, keys: verdict.keys } };
         case 'changed':
           return { value: verdict.value, record: verdict.record, keys: verdict.keys };
         case 'unknown':

@@ -1,13 +1,16 @@
 import { createHmac } from 'node:crypto';
-import type { ObjectKind } from './references.js';
+import type { ObjectKind, ReadKeys } from './references.js';
 import { parseAnnotationValue } from './versions.js';
 
 /**
  * Annotation on a workload (outside its pod template, so writing it rolls nothing): for each
  * referenced object, by its template annotation key, the keyed digest of the data the template's
- * named version holds, and the newest version known to hold the same data. A change of the
- * object up to that version was metadata only: nothing rolls, and nobody reads the data again.
- * JSON: `{"configmap.rollguard.io/app": {"v": "<uid>/<rv>", "k": "<key id>", "d": {"<data key>": "<digest>"}}}`.
+ * named version holds, and the newest version known to hold the same data for the keys the
+ * template reads. A change of the object up to that version was metadata only, or changed only
+ * keys no pod of the set reads: nothing rolls, and nobody reads the data again.
+ * JSON: `{"configmap.rollguard.io/app": {"v": "<uid>/<rv>", "k": "<key id>", "d": {"<data key>": "<digest>"}, "r": ["<data key>"]}}`;
+ * `d` holds the data of `v`; `r`, when present, says that `v` holds the template version's data
+ * only for those keys (the ones read when a change to other keys was judged).
  */
 export const DIGESTS_ANNOTATION = 'rollguard.io/digests';
 
@@ -31,6 +34,12 @@ export interface DigestRecord {
   version: string;
   keyId: string;
   digests: KeyDigests;
+  /**
+   * Present when `version`'s data differs from the template version's in keys the template does
+   * not read: the keys known to be the same (JSON `r`). Absent: all of the data is the same.
+   * It speaks only for a template that reads no other key (`recordCovers`).
+   */
+  sameKeys?: string[];
 }
 
 export type DigestRecords = Map<string, DigestRecord>;
@@ -93,8 +102,11 @@ export function parseDigestRecords(annotations: Record<string, string> | null | 
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return records;
   for (const [key, entry] of Object.entries(parsed as Record<string, unknown>)) {
     if (typeof entry !== 'object' || entry === null) continue;
-    const { v, k, d } = entry as { v?: unknown; k?: unknown; d?: unknown };
-    if (typeof v === 'string' && typeof k === 'string' && isStringRecord(d)) records.set(key, { version: v, keyId: k, digests: d });
+    const { v, k, d, r } = entry as { v?: unknown; k?: unknown; d?: unknown; r?: unknown };
+    if (typeof v !== 'string' || typeof k !== 'string' || !isStringRecord(d)) continue;
+    // an unreadable `r` is a record that speaks for no read key: the next change rolls
+    const sameKeys = r === undefined ? undefined : Array.isArray(r) ? r.filter((x): x is string => typeof x === 'string') : [];
+    records.set(key, { version: v, keyId: k, digests: d, ...(sameKeys ? { sameKeys } : {}) });
   }
   return records;
 }
@@ -103,11 +115,11 @@ export function parseDigestRecords(annotations: Record<string, string> | null | 
 export function formatDigestRecords(records: DigestRecords): string | undefined {
   if (records.size === 0) return undefined;
   const keys = [...records.keys()].sort();
-  const out: Record<string, { v: string; k: string; d: KeyDigests }> = {};
+  const out: Record<string, { v: string; k: string; d: KeyDigests; r?: string[] }> = {};
   for (const key of keys) {
     const r = records.get(key)!;
     const d = Object.fromEntries(Object.keys(r.digests).sort().map((n) => [n, r.digests[n]!]));
-    out[key] = { v: r.version, k: r.keyId, d };
+    out[key] = { v: r.version, k: r.keyId, d, ...(r.sameKeys ? { r: [...new Set(r.sameKeys)].sort() } : {}) };
   }
   return JSON.stringify(out);
 }
@@ -118,20 +130,36 @@ function rvOf(value: string): bigint | undefined {
 }
 
 /**
- * Whether the record speaks for the template's value `stored`: it was written for that version or
- * a later one with the same data. A record older than the template value is stale (an owner's
- * change or an admission bump moved the value past it).
+ * The keys the record knows to hold the data of the template's value `stored`, when that is not
+ * all of them: its `sameKeys`, while it is ahead of `stored` (at `stored` itself its digests are
+ * that version's data, every key).
  */
-export function recordCovers(record: DigestRecord | undefined, stored: string): record is DigestRecord {
+export function sameKeysSince(record: DigestRecord, stored: string): string[] | undefined {
+  if (!record.sameKeys) return undefined;
+  const at = rvOf(record.version);
+  const from = rvOf(stored);
+  return at !== undefined && from !== undefined && at > from ? record.sameKeys : undefined;
+}
+
+/**
+ * Whether the record speaks for the template's value `stored`, for a template that reads `reads`
+ * of the object: it was written for that version, or a later one with the same data in every key
+ * read (`sameKeys` holds them all). A record older than the template value is stale (an owner's
+ * change or an admission bump moved the value past it); one whose same keys are fewer than the
+ * template reads now (its reads grew, past the webhook) speaks for nothing, and the next change rolls.
+ */
+export function recordCovers(record: DigestRecord | undefined, stored: string, reads: ReadKeys = 'all'): record is DigestRecord {
   if (!record) return false;
   const at = rvOf(record.version);
   const from = rvOf(stored);
-  return at !== undefined && from !== undefined && at >= from;
+  if (at === undefined || from === undefined || at < from) return false;
+  const same = sameKeysSince(record, stored);
+  return same === undefined || (reads !== 'all' && reads.every((key) => same.includes(key)));
 }
 
-/** Whether `candidate` is known, from the record alone, to hold the data of `stored`: no bump, no read. */
-export function knownEquivalent(record: DigestRecord | undefined, stored: string, candidate: string): boolean {
-  if (!recordCovers(record, stored)) return false;
+/** Whether `candidate` is known, from the record alone, to hold the data of `stored` in the keys read (`reads`): no bump, no read. */
+export function knownEquivalent(record: DigestRecord | undefined, stored: string, candidate: string, reads: ReadKeys = 'all'): boolean {
+  if (!recordCovers(record, stored, reads)) return false;
   const to = rvOf(candidate);
   const at = rvOf(record.version);
   return to !== undefined && at !== undefined && to <= at;

@@ -1,8 +1,10 @@
 import type { V1PodTemplateSpec } from '@kubernetes/client-node';
+import type { Operation } from 'fast-json-patch';
 import { isJsonObject, sameJson } from '../kube/json.js';
 import type { Mutator } from '../admission/mutators.js';
 import { restarterView, type RestarterView } from '../admission/workload-view.js';
 import {
+  FROZEN_ANNOTATION,
   LAST_RESTART_ANNOTATION,
   RESTART_REASON_ANNOTATION,
   ROLLGUARD_DIALECT,
@@ -18,6 +20,17 @@ import { describeChange } from './change-text.js';
 import { templateAnnotationOps, workloadAnnotationOps } from './patch.js';
 import type { ObjectKind } from './references.js';
 import { TIMING_ANNOTATION } from './timing.js';
+import { DIGESTS_ANNOTATION } from './digests.js';
+import { parseAnnotationValue } from './versions.js';
+
+/**
+ * The restarter's records on the workload itself (outside its template): only rollguard writes
+ * them. A user's operation that carries the whole object (`kubectl replace`, a PUT re-apply,
+ * `kubectl rollout undo` of a Deployment, which copies an old ReplicaSet's annotations) must not
+ * drop or roll them back, and a copy of another set (`kubectl get -o yaml`, a restore) must not
+ * bring that set's records along.
+ */
+export const RESTARTER_RECORDS = [LAST_RESTART_ANNOTATION, DIGESTS_ANNOTATION, FROZEN_ANNOTATION, TIMING_ANNOTATION, RESTART_REASON_ANNOTATION] as const;
 
 export interface RestarterMutatorDeps {
   /** Until the caches have synced every version would look absent: only what needs no cache is done. */
@@ -30,6 +43,13 @@ export interface RestarterMutatorDeps {
   dialectOf?: (labels: Record<string, string> | undefined) => Dialect | undefined;
   /** TIMING_ANNOTATION's value, written into a CREATE (a new object's generation is 1 whatever it carries); omitted: none. */
   timing?: string;
+  /**
+   * rollguard's own ServiceAccount username (kube/identity.ts): an UPDATE it makes is the loop's
+   * and passes as written, any other is a user's, whose RESTARTER_RECORDS are kept as the old
+   * object has them. Omitted (rollguard runs with a person's credentials): the loop's writes are
+   * told by a changed LAST_RESTART_ANNOTATION, and records are not restored.
+   */
+  ownUser?: string;
 }
 
 /**
@@ -58,35 +78,81 @@ export function restarterMutator(deps: RestarterMutatorDeps): Mutator {
     const oldTemplate = old?.spec?.template ?? undefined;
     const templateChanged = old === undefined || !sameJson(templateBesidesRollguard(oldTemplate, dialect), templateBesidesRollguard(template, dialect));
 
-    if (old && writtenByTheLoop(old, workload)) return [];
+    const byRollguard = deps.ownUser !== undefined ? request.userInfo?.username === deps.ownUser : old !== undefined && writtenByTheLoop(old, workload);
+    if (old && byRollguard) return [];
+    // the workload's own annotations are set in one call at the end: a map that a PUT dropped is added once, whole
+    const records = recordsFor(old, deps);
+    const setOps = (extra: Record<string, string | undefined> = {}): Operation[] => workloadAnnotationOps(workload.metadata?.annotations, { ...records, ...extra });
     if (old && (!templateChanged || !deps.cachesSynced)) {
       // keep what the old object carried; what the caches would add is the loop's
       const kept = storedAnnotations(oldTemplate?.metadata?.annotations, dialect);
       const desired = templateChanged ? keptForReferences(kept, template, current, dialect) : kept;
-      return templateAnnotationOps(template?.metadata, desired, annotationChanges(current, desired, dialect));
+      return [...templateAnnotationOps(template?.metadata, desired, annotationChanges(current, desired, dialect)), ...setOps()];
     }
-    const timing = old === undefined && deps.timing !== undefined ? workloadAnnotationOps(workload.metadata?.annotations, { [TIMING_ANNOTATION]: deps.timing }) : [];
-    if (!deps.cachesSynced) return timing;
+    if (!deps.cachesSynced) return setOps();
 
     const plan = planAnnotations({
       dialect,
       namespace,
-      annotations: workload.metadata?.annotations,
+      // the records as this write will leave them: the digests and frozen list of the set, not of a copy or a PUT
+      annotations: withRecords(workload.metadata?.annotations, records),
       template,
-      stored: old ? oldTemplate?.metadata?.annotations : current,
+      // a new object's template may carry another set's values (a copy): only those of the objects the caches know stand
+      stored: old ? oldTemplate?.metadata?.annotations : ownObjectsOnly(current, namespace, deps.lookup, dialect),
       storedAt: old?.metadata?.resourceVersion,
       lookup: deps.lookup,
       cacheProgress: deps.cacheProgress ? (kind) => deps.cacheProgress!(kind, namespace) : undefined,
     });
     const ops = templateAnnotationOps(template?.metadata, plan.desired, annotationChanges(current, plan.desired, dialect));
-    if (!old) return [...ops, ...timing];
+    if (!old) return [...ops, ...setOps()];
     const bumps = annotationChanges(oldTemplate?.metadata?.annotations ?? undefined, plan.desired, dialect).filter((c) => c.from !== undefined && c.to !== undefined);
-    if (bumps.length === 0) return ops;
+    if (bumps.length === 0) return [...ops, ...setOps()];
     const reason = bumps.map(describeChange).join('; ');
     const unconsumed = old.metadata?.annotations?.[RESTART_REASON_ANNOTATION];
     const value = unconsumed && unconsumed !== reason && !unconsumed.endsWith(`; ${reason}`) ? `${unconsumed}; ${reason}` : reason;
-    return [...ops, ...workloadAnnotationOps(workload.metadata?.annotations, { [RESTART_REASON_ANNOTATION]: value })];
+    return [...ops, ...setOps({ [RESTART_REASON_ANNOTATION]: value })];
   };
+}
+
+/**
+ * RESTARTER_RECORDS as the write should leave them. CREATE: none of a copy's (another set's
+ * records), the timing record if given. A user's UPDATE when rollguard knows its own identity:
+ * the old object's, whatever the new one says. Else: as written.
+ */
+function recordsFor(old: RestarterView | undefined, deps: RestarterMutatorDeps): Record<string, string | undefined> {
+  if (!old) {
+    const none: Record<string, string | undefined> = Object.fromEntries(RESTARTER_RECORDS.map((key) => [key, undefined]));
+    return deps.timing === undefined ? none : { ...none, [TIMING_ANNOTATION]: deps.timing };
+  }
+  if (deps.ownUser === undefined) return {};
+  const before = old.metadata?.annotations;
+  return Object.fromEntries(RESTARTER_RECORDS.map((key) => [key, before && Object.hasOwn(before, key) ? before[key] : undefined]));
+}
+
+/** The workload's annotations with `records` set (a string) or removed (undefined). */
+function withRecords(annotations: Record<string, string> | undefined, records: Record<string, string | undefined>): Record<string, string> | undefined {
+  if (Object.keys(records).length === 0) return annotations;
+  const kept = Object.entries(annotations ?? {}).filter(([key]) => !Object.hasOwn(records, key));
+  const set = Object.entries(records).filter((entry): entry is [string, string] => entry[1] !== undefined);
+  return Object.fromEntries([...kept, ...set]);
+}
+
+/**
+ * A new template's values without those that name another object than the one the caches know
+ * under that name (another namespace's, or a deleted one's, copied with `kubectl get -o yaml`
+ * or restored from a backup): such a value says nothing about what this set's pods read.
+ */
+export function ownObjectsOnly(values: Record<string, string> | undefined, namespace: string, lookup: VersionLookup, dialect: Dialect): Record<string, string> | undefined {
+  if (!values) return values;
+  return Object.fromEntries(
+    Object.entries(values).filter(([key, value]) => {
+      const target = dialect.annotationTarget(key);
+      if (!target?.name || typeof value !== 'string') return true;
+      const parsed = parseAnnotationValue(value);
+      const known = lookup(target.kind, namespace, target.name);
+      return parsed.kind !== 'version' || known === undefined || known.uid === parsed.uid;
+    }),
+  );
 }
 
 /** The loop writes its restart time with every template patch; nobody else has a reason to. */

@@ -1,6 +1,6 @@
 import type { Operation } from 'fast-json-patch';
 import type { Logger } from 'pino';
-import { ConflictError, errorText, isConflict, isOutcomeUnknown, statusCode } from '../kube/api-status.js';
+import { ConflictError, errorText, invalidFields, isConflict, isOutcomeUnknown, statusCode } from '../kube/api-status.js';
 import { policyDenial, REASON_WRITE_DENIED } from '../kube/policy-denial.js';
 import type { ReconcileResult, Reconciler } from '../kube/controller.js';
 import type { EventRecorder, EventSubject } from '../kube/events.js';
@@ -16,6 +16,7 @@ import {
   annotationChanges,
   dialectOf,
   planAnnotations,
+  readKeysFor,
   type AnnotationChange,
   type DesiredAnnotation,
   type Dialect,
@@ -29,7 +30,7 @@ import { checkedPlan, dataOutcome, dataStep, needsBaseline, type DataCheckItem, 
 import type { DigestRead } from './digest-reader.js';
 import { DIGESTS_ANNOTATION, parseDigestRecords } from './digests.js';
 import { templateAnnotationOps, workloadAnnotationOps } from './patch.js';
-import type { ObjectKind } from './references.js';
+import type { ObjectKind, ReadKeys } from './references.js';
 import { recordCovers, type DigestRecord } from './digests.js';
 import { numericResourceVersion, parseAnnotationValue } from './versions.js';
 import { TIMING_ANNOTATION } from './timing.js';
@@ -42,6 +43,20 @@ export const PATCH_ACTION = 'PatchPodTemplate';
 
 /** Event reason: a restart held back by the set's restart floor (--min-restart-interval). */
 export const REASON_RESTARTS_DEFERRED = 'RestartsDeferred';
+/** Warning Event reasons: a stored version the cache has not caught up with for long; a template value of another object; a write the API server refused as invalid. */
+export const REASON_VERSION_HELD = 'VersionHeldBack';
+export const REASON_FOREIGN_VERSION = 'ForeignVersion';
+export const REASON_WRITE_INVALID = 'WriteInvalid';
+/** The restarter_warnings metric's reasons (a closed set). */
+export type RestarterWarning = 'cache_lag' | 'foreign_version' | 'invalid';
+
+/** A hold on a lagging cache that lasts this long is told with a Warning (and goes on: the cache is the truth to come). */
+const HOLD_WARNING_AFTER_MS = 30_000;
+
+/** A write the API server refused as invalid (a 422 naming a field): told, and not retried until the workload changes. */
+class InvalidWriteError extends Error {
+  override readonly name = 'InvalidWriteError';
+}
 
 /** While the caches are still listing, every object would look absent; the item waits this long and tries again. */
 const NOT_SYNCED_RETRY_MS = 1_000;
@@ -73,7 +88,7 @@ export interface ReconcilerDeps {
   /** At most one template patch per set in this window (the trailing change wins); 0: no floor. */
   minRestartIntervalMs: number;
   logger: Logger;
-  metrics: Pick<Metrics, 'patches' | 'restarts' | 'restartsDeferred' | 'metadataOnlyChanges'>;
+  metrics: Pick<Metrics, 'patches' | 'restarts' | 'restartsDeferred' | 'metadataOnlyChanges' | 'restarterWarnings'> & Partial<Pick<Metrics, 'dataCheckFailures'>>;
   now?: () => Date;
   /** What a Deployment or DaemonSet is warned it asks for in vain (rollout/, handover/); omitted: none. */
   statefulSetOnly?: readonly StatefulSetOnlyFeature[];
@@ -178,6 +193,8 @@ function kindsIn(reason: string): ObjectKind[] {
  */
 export class RestarterReconciler implements Reconciler {
   private readonly lagSince = new Map<string, number>();
+  /** When each set's current hold on a lagging cache began, and whether its Warning was told. */
+  private readonly heldSince = new Map<string, { since: number; told: boolean }>();
   private readonly inDoubt = new Map<string, WriteInDoubt>();
   /** Sets whose current deferral has had its Event. */
   private readonly deferred = new Set<string>();
@@ -197,6 +214,16 @@ export class RestarterReconciler implements Reconciler {
   }
 
   async reconcile(key: string, signal: AbortSignal): Promise<RestarterReconcileResult> {
+    try {
+      return await this.reconcileOnce(key, signal);
+    } catch (err) {
+      // told already; the same write would fail again: the workload's next change wakes it
+      if (err instanceof InvalidWriteError) return {};
+      throw err;
+    }
+  }
+
+  private async reconcileOnce(key: string, signal: AbortSignal): Promise<RestarterReconcileResult> {
     const { deps } = this;
     if (!deps.cachesSynced()) return { requeueAfterMs: NOT_SYNCED_RETRY_MS };
     const ref = workloadRef(key);
@@ -219,6 +246,7 @@ export class RestarterReconciler implements Reconciler {
       plan = withFreshVersions(plan, fromTheFuture);
     }
     this.lagSince.delete(ref.key);
+    this.heldSince.delete(ref.key);
     plan = await this.checkData(ref, plan);
     if (plan.changes.length === 0) return this.writeFrozen(ref, plan);
 
@@ -250,6 +278,7 @@ export class RestarterReconciler implements Reconciler {
 
   private forget(ref: WorkloadRef): RestarterReconcileResult {
     this.lagSince.delete(ref.key);
+    this.heldSince.delete(ref.key);
     this.deferred.delete(ref.key);
     this.inDoubt.delete(ref.key);
     return {};
@@ -330,7 +359,19 @@ export class RestarterReconciler implements Reconciler {
       const revision = numericResourceVersion(read.revision);
       const stored = parseAnnotationValue(held.stored);
       const fromTheFuture = revision !== undefined && stored.kind === 'version' && stored.resourceVersion > revision;
-      if (!fromTheFuture) return undefined;
+      if (!fromTheFuture) {
+        const freshAt = numericResourceVersion(read.version?.resourceVersion);
+        if (stored.kind === 'version' && freshAt !== undefined && freshAt >= stored.resourceVersion) {
+          // the object is at the stored version or past it: the cache lags, and is waited for
+          await this.tellLongHold(ref, plan.set, held, now);
+          return undefined;
+        }
+        // the object never had the stored version: the value is another object's (the template was copied from
+        // another namespace's set, or restored from a backup); its pods read this one's
+        await this.tellForeign(ref, plan.set, held, read.version);
+        fresh.set(`${held.kind}/${held.name}`, read.version);
+        continue;
+      }
       this.deps.logger.warn(
         { workload: ref.key, kind: held.kind, name: held.name, stored: held.stored, revision: read.revision },
         `${describeWorkload(ref)}: ${held.kind} ${held.name} is annotated ${held.stored}, newer than the store's revision ${read.revision} (etcd restored from a backup?); writing the current version`,
@@ -338,6 +379,27 @@ export class RestarterReconciler implements Reconciler {
       fresh.set(`${held.kind}/${held.name}`, read.version);
     }
     return fresh;
+  }
+
+  /** A hold on a lagging cache that lasts: one Warning per hold, and the metric. */
+  private async tellLongHold(ref: WorkloadRef, set: Workload, held: HeldBack, now: number): Promise<void> {
+    const hold = this.heldSince.get(ref.key) ?? { since: now, told: false };
+    this.heldSince.set(ref.key, hold);
+    if (hold.told || now - hold.since < HOLD_WARNING_AFTER_MS) return;
+    hold.told = true;
+    const message = `${held.kind} ${held.name}: the template names ${held.stored}, which the API server has, but rollguard's cache has not shown for ${Math.round((now - hold.since) / 1000)} s (it shows ${held.candidate}); the set is not rolled until it does`;
+    this.deps.metrics.restarterWarnings.inc({ reason: 'cache_lag' satisfies RestarterWarning });
+    this.deps.logger.warn({ workload: ref.key, kind: held.kind, name: held.name, stored: held.stored, cached: held.candidate }, `${describeWorkload(ref)}: ${message}`);
+    await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_VERSION_HELD, message, action: PATCH_ACTION });
+  }
+
+  /** A template value that names a version the object never had: rewritten to the object's, and said so. */
+  private async tellForeign(ref: WorkloadRef, set: Workload, held: HeldBack, version: ObjectVersion | undefined): Promise<void> {
+    const now = version ? `${version.uid}/${version.resourceVersion}` : ABSENT;
+    const message = `${held.kind} ${held.name}: the template names ${held.stored}, a version this object never had (copied from another namespace's or a restored set?); it is now ${now}, and the template is brought to it`;
+    this.deps.metrics.restarterWarnings.inc({ reason: 'foreign_version' satisfies RestarterWarning });
+    this.deps.logger.warn({ workload: ref.key, kind: held.kind, name: held.name, stored: held.stored, now }, `${describeWorkload(ref)}: ${message}`);
+    await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_FOREIGN_VERSION, message, action: PATCH_ACTION });
   }
 
   private floorWait(set: Workload): number {
@@ -434,6 +496,7 @@ export class RestarterReconciler implements Reconciler {
     if (!this.deps.data || !dialect.baselineDigests) return false;
     const records = parseDigestRecords(set.metadata?.annotations);
     const current = set.spec?.template?.metadata?.annotations ?? {};
+    const readsOf = readKeysFor(dialect, set.spec?.template);
     const stale = [...records.keys()].some((k) => !desired.some((d) => d.key === k));
     // before the first check loads the keys, any record's key id stands
     const namespace = set.metadata?.namespace ?? '';
@@ -442,8 +505,8 @@ export class RestarterReconciler implements Reconciler {
       desired.some(
         (d) =>
           current[d.key] === d.value &&
-          needsBaseline(d.value, records.get(d.key), this.keyId ?? records.get(d.key)?.keyId ?? '') &&
-          this.cachedAt(d, namespace, records.get(d.key)),
+          needsBaseline(d.value, records.get(d.key), this.keyId ?? records.get(d.key)?.keyId ?? '', readsOf(d.kind, d.name)) &&
+          this.cachedAt(d, namespace, records.get(d.key), readsOf(d.kind, d.name)),
       )
     );
   }
@@ -453,13 +516,13 @@ export class RestarterReconciler implements Reconciler {
    * or within the record's. Else (a frozen reference, an object that moved on) a read would make
    * none, and is not made.
    */
-  private cachedAt(d: DesiredAnnotation, namespace: string, record: DigestRecord | undefined): boolean {
+  private cachedAt(d: DesiredAnnotation, namespace: string, record: DigestRecord | undefined, reads: ReadKeys): boolean {
     const version = this.deps.lookup(d.kind, namespace, d.name);
     if (!version) return false;
     const value = `${version.uid}/${version.resourceVersion}`;
     if (value === d.value) return true;
     const at = numericResourceVersion(version.resourceVersion);
-    const upTo = recordCovers(record, d.value) ? parseAnnotationValue(record.version) : undefined;
+    const upTo = recordCovers(record, d.value, reads) ? parseAnnotationValue(record.version) : undefined;
     return at !== undefined && upTo?.kind === 'version' && at <= upTo.resourceVersion;
   }
 
@@ -478,6 +541,7 @@ export class RestarterReconciler implements Reconciler {
       currentKeyId = await data.currentKeyId();
     } catch (err) {
       // without the key every bump rolls, as before the data check: a change is never missed
+      this.deps.metrics.dataCheckFailures?.inc({ reason: 'key' });
       this.deps.logger.warn({ workload: ref.key, err: errorText(err) }, `${describeWorkload(ref)}: no data digest key (${errorText(err)}); version bumps roll without a data check`);
       return plan;
     }
@@ -486,6 +550,7 @@ export class RestarterReconciler implements Reconciler {
       try {
         return await data.read(d.kind, namespace, d.name, d.value);
       } catch (err) {
+        this.deps.metrics.dataCheckFailures?.inc({ reason: 'read' });
         this.deps.logger.warn({ workload: ref.key, kind: d.kind, object: d.name, err: errorText(err) }, `${describeWorkload(ref)}: reading ${d.kind} ${d.name} for its data digest failed (${errorText(err)}); a bump rolls without a data check`);
         return undefined;
       }
@@ -493,16 +558,31 @@ export class RestarterReconciler implements Reconciler {
     const namespace = plan.set.metadata?.namespace ?? '';
     const template = plan.set.spec?.template?.metadata?.annotations ?? {};
     const records = parseDigestRecords(plan.set.metadata?.annotations);
-    const items: DataCheckItem[] = plan.desired.map((planned) => ({ planned, stored: Object.hasOwn(template, planned.key) ? template[planned.key] : undefined, record: records.get(planned.key) }));
+    const readsOf = readKeysFor(plan.dialect, plan.set.spec?.template);
+    const items: DataCheckItem[] = plan.desired.map((planned) => ({
+      planned,
+      stored: Object.hasOwn(template, planned.key) ? template[planned.key] : undefined,
+      record: records.get(planned.key),
+      reads: readsOf(planned.kind, planned.name),
+    }));
     const outcomes: DataOutcome[] = [];
     for (const item of items) {
-      const step = dataStep(item, plan.dialect, currentKeyId, () => this.cachedAt(item.planned, namespace, item.record));
+      const step = dataStep(item, plan.dialect, currentKeyId, () => this.cachedAt(item.planned, namespace, item.record, item.reads ?? 'all'));
       const outcome = dataOutcome(item, step, step.read ? await readData(item.planned) : undefined, currentKeyId);
       if (outcome.metadataOnly) {
         const { kind, name } = item.planned;
         const { from, to } = outcome.metadataOnly;
         this.deps.logger.debug({ workload: ref.key, kind, object: name, from, to }, `${describeWorkload(ref)}: ${kind} ${name} changed metadata only (${from} → ${to}); no restart`);
         this.deps.metrics.metadataOnlyChanges.inc();
+      }
+      if (outcome.unread) {
+        const { kind, name } = item.planned;
+        const { from, to, keys } = outcome.unread;
+        const read = item.reads === undefined || item.reads === 'all' ? 'every key' : item.reads.length === 0 ? 'no key' : `only ${item.reads.join(', ')}`;
+        this.deps.logger.debug(
+          { workload: ref.key, kind, object: name, from, to, keys, reads: item.reads },
+          `${describeWorkload(ref)}: ${kind} ${name} changed ${keys.length === 1 ? 'key' : 'keys'} ${keys.join(', ')} (${from} → ${to}), and the template reads ${read}; no restart`,
+        );
       }
       outcomes.push(outcome);
     }
@@ -558,6 +638,14 @@ export class RestarterReconciler implements Reconciler {
     } catch (err) {
       const denied = policyDenial(err);
       if (denied) await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_WRITE_DENIED, message: denied, action: PATCH_ACTION });
+      const invalid = denied ? [] : invalidFields(err);
+      if (invalid.length > 0) {
+        const message = `The API server refused the write of ${what} as invalid: ${invalid.map((f) => `${f.field}: ${f.message}`).join('; ')}; not retried until ${ref.kind} ${ref.name} changes`;
+        this.deps.metrics.restarterWarnings.inc({ reason: 'invalid' satisfies RestarterWarning });
+        this.deps.logger.warn({ workload: ref.key, fields: invalid.map((f) => f.field) }, `${describeWorkload(ref)}: ${message}`);
+        await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_WRITE_INVALID, message, action: PATCH_ACTION });
+        throw new InvalidWriteError(`${describeWorkload(ref)}: ${message}`, { cause: err });
+      }
       if (isConflict(err)) {
         throw new ConflictError(
           `${describeWorkload(ref)} changed since resourceVersion ${set.metadata?.resourceVersion} (HTTP ${statusCode(err)}); will retry from the newer version`,

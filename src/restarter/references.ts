@@ -128,3 +128,16 @@ export function referenceReads(template: unknown, options: { projected?: boolean
     return all ? entry : { ...entry, keys: [...new Set(entry.reads.flatMap((r) => r.keys ?? []))].sort() };
   });
 }
+
+/** The keys a template reads of one object: `all` (envFrom, a volume without items) or the named ones (key refs, `items`). */
+export type ReadKeys = 'all' | readonly string[];
+
+/** Whether a change of the data keys `changed` reaches a template that reads `reads`: the changed keys it reads (`all`: every one). */
+export function readKeysChanged(changed: readonly string[], reads: ReadKeys): string[] {
+  return reads === 'all' ? [...changed] : changed.filter((key) => reads.includes(key));
+}
+
+/** The keys the template reads of each object it references, by `Kind/name`: referenceReads, with `all` where some read takes every key. */
+export function keysRead(template: unknown, options: { projected?: boolean } = {}): Map<string, ReadKeys> {
+  return new Map(referenceReads(template, options).map((r) => [`${r.kind}/${r.name}`, r.keys ?? 'all']));
+}

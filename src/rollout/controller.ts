@@ -7,7 +7,7 @@ import type { ObjectEvent } from '../kube/object-store.js';
 import { RawApi } from '../kube/raw-api.js';
 import { createStatefulSetCache, type StatefulSetCache } from '../kube/statefulsets.js';
 import type { Runnable } from '../manager.js';
-import type { Metrics } from '../metrics.js';
+import type { Hold, Metrics } from '../metrics.js';
 import { ENABLED_LABEL } from '../restarter/annotations.js';
 import { DEFAULT_REPLICAS, isHealthGated } from './decision.js';
 import { HEALTH_CHECK_TIMEOUT_MS, probeSetHealth } from './health-probe.js';
@@ -73,6 +73,8 @@ export interface RolloutSummary {
   /** What keeps the rollout from stepping, e.g. "Rollout blocked at partition 3: pod web-0 is not ready (CrashLoopBackOff)". */
   blockedOn?: string;
   blockedBy?: { pod: string; healthCheck: boolean };
+  /** RFC 3339: when the block in force was first seen. */
+  blockedSince?: string;
   /** RFC 3339. */
   lastStepAt?: string;
   /** The move of a role in flight that the gate reports (the primary handover). */
@@ -90,6 +92,20 @@ export interface RolloutController extends Runnable {
   controllerStatus(): ControllerStatus;
   /** Rollouts in progress: health-gated sets not at rest. Empty while not running without a shared cache. */
   status(): RolloutControllerStatus;
+}
+
+/** What holds each rollout in progress, for rollguard_rollouts_held and its longest hold. */
+export function rolloutHolds(rollouts: readonly RolloutSummary[]): Hold[] {
+  return rollouts.flatMap((r): Hold[] => [
+    ...(r.blockedBy ? [{ reason: r.blockedBy.healthCheck ? ('health_check' as const) : ('unhealthy_pod' as const), ...sinceOf(r.blockedSince) }] : []),
+    ...(r.handover?.paused ? [{ reason: 'handover_paused' as const, ...sinceOf(r.handover.startedAt) }] : []),
+    ...(r.wantedReplicas !== undefined ? [{ reason: 'scale_down' as const }] : []),
+  ]);
+}
+
+function sinceOf(iso: string | undefined): { sinceMs?: number } {
+  const ms = iso === undefined ? NaN : Date.parse(iso);
+  return Number.isNaN(ms) ? {} : { sinceMs: ms };
 }
 
 function keyOf(set: V1StatefulSet): string {
@@ -229,6 +245,7 @@ export function createRolloutController(opts: RolloutControllerOptions): Rollout
             updateRevision: set.status?.updateRevision ?? '',
             ...(state?.blockedOn !== undefined ? { blockedOn: state.blockedOn } : {}),
             ...(state?.blockedBy !== undefined ? { blockedBy: state.blockedBy } : {}),
+            ...(state?.blockedSince !== undefined ? { blockedSince: state.blockedSince.toISOString() } : {}),
             ...(lastStep !== undefined ? { lastStepAt: lastStep.toISOString() } : {}),
             ...(handover !== undefined ? { handover } : {}),
             ...(scaleDown.kind === 'held' ? { wantedReplicas: scaleDown.wanted } : {}),

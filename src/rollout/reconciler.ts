@@ -80,6 +80,8 @@ export interface RolloutSetState {
   blockedOn?: string;
   /** The pod the block is about, and whether it is the set's health URL that fails (for /status, which names no URL). */
   blockedBy?: { pod: string; healthCheck: boolean };
+  /** When the block in force was first seen. */
+  blockedSince?: Date;
   lastStepAt?: Date;
 }
 
@@ -177,7 +179,12 @@ export class RolloutReconciler {
     const { namespace, name } = splitObjectKey(key);
     const set = this.deps.statefulSet(namespace, name);
     const last = set ? lastStepAt(set, this.lastSteps.get(key), this.now()) : this.lastSteps.get(key);
-    return { blockedOn: blocked?.message, blockedBy: blocked ? { pod: blocked.pod, healthCheck: blocked.cause.startsWith('health-check:') } : undefined, lastStepAt: last };
+    return {
+      blockedOn: blocked?.message,
+      blockedBy: blocked ? { pod: blocked.pod, healthCheck: blocked.cause.startsWith('health-check:') } : undefined,
+      blockedSince: blocked ? new Date(blocked.since) : undefined,
+      lastStepAt: last,
+    };
   }
 
   /** Resolves once every health check in flight has ended (they abort with the signal). */

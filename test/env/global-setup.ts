@@ -15,16 +15,17 @@ declare module 'vitest' {
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 /**
- * Tools that test files ask for (helm for the manifest and RBAC tests, kubectl-kuttl for the kuttl
- * cases). Each script builds its tool with Go on first use and is instant once cached; a cold build
- * takes minutes on two cores, more than a hook's or a test's timeout, so it happens here, where
- * there is none, and `npm test` needs no build run before it.
+ * Tools that test files ask for (helm for the manifest and RBAC tests, promtool for the alerts'
+ * cases, kubectl-kuttl for the kuttl cases). Each script builds its tool with Go on first use and
+ * is instant once cached; a cold build takes minutes on two cores (promtool's about 6.5, see
+ * docs/development.md), more than a hook's or a test's timeout, so it happens here, where there
+ * is none, and `npm test` needs no build run before it.
  */
-const TOOL_SCRIPTS = ['test/env/build-tools.sh', 'src/dev/build-kuttl.sh'];
+const TOOL_SCRIPTS: [string, ...string[]][] = [['test/env/build-tools.sh', 'helm'], ['test/env/build-tools.sh', 'promtool'], ['src/dev/build-kuttl.sh']];
 
 function buildTools(): void {
-  for (const script of TOOL_SCRIPTS) {
-    execFileSync('bash', [path.join(REPO_ROOT, script)], { cwd: REPO_ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+  for (const [script, ...args] of TOOL_SCRIPTS) {
+    execFileSync('bash', [path.join(REPO_ROOT, script), ...args], { cwd: REPO_ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
   }
 }
 

@@ -3,12 +3,15 @@ import { FakeKubelet, type FakeKubeletOptions } from '../../src/dev/fake-kubelet
 import { freePort } from './ports.js';
 import { startRollguardProcess, type RollguardProcess } from './rollguard-process.js';
 import { registerWebhook, type WebhookRegistration } from './webhook-registration.js';
+import { serviceAccountCredentials, type ServiceAccountCredentials } from './service-account.js';
 
 export interface RollguardFixture {
   /** where the test's workloads live; the fake kubelet plays their pods */
   ns: string;
   /** rollguard's own namespace (TLS Secret, Lease) */
   own: string;
+  /** the kubeconfig rollguard runs with (another replica or a restarted one runs with it too) */
+  kubeconfigPath: string;
   rollguard: RollguardProcess;
   kubelet: FakeKubelet;
   teardown(): Promise<void>;
@@ -25,6 +28,12 @@ export interface RollguardFixtureOptions {
   kubelet?: FakeKubeletOptions;
   /** 'stackable': rollguard runs with --compat stackable and its webhook has the second entry */
   compat?: 'stackable';
+  /**
+   * 'service-account': rollguard runs with a token of a ServiceAccount of its own (bound to
+   * cluster-admin), as in a cluster, so that the test's writes (the admin's) are a user's to it.
+   * Omitted: it shares the test's credentials.
+   */
+  identity?: 'service-account';
 }
 
 /**
@@ -38,10 +47,12 @@ export async function startRollguardFixture(opts: RollguardFixtureOptions): Prom
   const kubelet = new FakeKubelet(kc, ns, opts.kubelet).start();
   let rollguard: RollguardProcess | undefined;
   let webhook: WebhookRegistration | undefined;
+  let account: ServiceAccountCredentials | undefined;
   const teardown = async (): Promise<void> => {
     await rollguard?.kill();
     await webhook?.delete();
     await kubelet.stop();
+    await account?.remove();
     await core.deleteNamespace({ name: ns }).catch(() => undefined);
     await core.deleteNamespace({ name: own }).catch(() => undefined);
   };
@@ -50,9 +61,10 @@ export async function startRollguardFixture(opts: RollguardFixtureOptions): Prom
       // nothing listens on this port: every call fails before TLS, and failurePolicy Ignore lets it through
       webhook = await registerWebhook(kc, { name: ns, port: await freePort(), namespace: ns, failurePolicy: 'Ignore', timeoutSeconds: 2 });
     }
+    if (opts.identity === 'service-account') account = await serviceAccountCredentials(kc, own, 'rollguard');
     rollguard = await startRollguardProcess({
       name: opts.name,
-      kubeconfigPath,
+      kubeconfigPath: account?.kubeconfigPath ?? kubeconfigPath,
       args: [
         `--namespace=${own}`,
         `--watch-namespaces=${ns}`,
@@ -63,7 +75,7 @@ export async function startRollguardFixture(opts: RollguardFixtureOptions): Prom
     });
     if (opts.webhook === 'registered') webhook = await registerWebhook(kc, { name: ns, port: rollguard.webhookPort, namespace: ns, compat: opts.compat });
     await rollguard.waitReady();
-    return { ns, own, rollguard, kubelet, teardown };
+    return { ns, own, kubeconfigPath: account?.kubeconfigPath ?? kubeconfigPath, rollguard, kubelet, teardown };
   } catch (err) {
     await teardown();
     throw err;

@@ -282,6 +282,11 @@ describe('primary handover (rollguard as a process, fake replicated application)
       expect(retries).toBeGreaterThan(0);
       expect(app.calls).toHaveLength(1);
       expect(app.primaryDeletions).toEqual([]);
+      // the guard lets the eviction through once the label moved; the runner's Event of it may land a moment later
+      await waitUntil('the handover told in Events', async () => {
+        const told = (await reasons('evict', [...HANDOVER_REASONS, 'EvictionDeferred'])).slice(0, 3);
+        return told.length >= 3 || told.join(', ');
+      });
       expect((await reasons('evict', [...HANDOVER_REASONS, 'EvictionDeferred'])).slice(0, 3)).toEqual(['EvictionDeferred', 'HandoverStarted', 'HandoverSucceeded']);
       // rollguard unreachable: failurePolicy Ignore lets the eviction through
       await atRest('evict');

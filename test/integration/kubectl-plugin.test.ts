@@ -293,6 +293,10 @@ describe('kubectl rollguard why and list: the installed plugin through the real 
     expect(Math.abs(next.at!.inSeconds - secondsUntil(next.at!.at))).toBeLessThan(TOLERANCE_S);
     expect(next.at!.inSeconds).toBeLessThanOrEqual(4 + TOLERANCE_S);
     expect(stateLine(await whyText('sts/db'))).toBe('handover-paused');
+    // what RollguardHandoverPaused alerts on, from the same process: the pause counted, its age since the handover started
+    const metrics = await (await fetch(`${fixture.rollguard.adminUrl}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+    expect(metrics).toContain('rollguard_rollouts_held{reason="handover_paused"} 1');
+    expect(Number(/rollguard_rollout_held_longest_seconds\{reason="handover_paused"\} (\S+)/.exec(metrics)?.[1])).toBeGreaterThan(0);
     app.setMode('ok');
   });
 

@@ -34,6 +34,7 @@ import { isHealthGated } from '../../src/rollout/decision.js';
 import { handoverSettings } from '../../src/handover/settings.js';
 import { controlPlaneBinaries } from '../../src/dev/control-plane.js';
 import { printControlPlaneLogsOnFailure, testCluster } from '../env/cluster.js';
+import { goTool } from '../env/tools.js';
 
 // Renders every way of installing rollguard (kustomize base and overlays, the Helm chart
 // with several value sets, the examples) and has the real API server accept each object
@@ -69,8 +70,9 @@ const kustomize =
   ({ kubectl }: RenderContext): Promise<string> =>
     output(kubectl, ['kustomize', path.join(DEPLOY, dir)]);
 
+/** `helm template` with --set values and value files of deploy/helm/values/ (the documented value sets). */
 const helmTemplate =
-  (release: string, values: string[], namespace?: string) =>
+  (release: string, values: string[], namespace?: string, valueFiles: string[] = []) =>
   (ctx: RenderContext): Promise<string> =>
     output(ctx.helm, [
       'template',
@@ -80,6 +82,7 @@ const helmTemplate =
       namespace ?? ctx.namespace,
       '--kube-version',
       ctx.kubeVersion,
+      ...valueFiles.flatMap((f) => ['-f', path.join(DEPLOY, 'helm/values', f)]),
       ...values.flatMap((v) => ['--set', v]),
     ]);
 
@@ -97,6 +100,8 @@ const RENDERINGS: Rendering[] = [
     name: 'helm rbac.scope=namespaces',
     render: (ctx) => helmTemplate('rollguard', ['rbac.scope=namespaces', `rbac.namespaces={${ctx.namespace},${ONE_NAMESPACE}}`], OWN_NAMESPACE)(ctx),
   },
+  { name: 'helm values/openshift.yaml', render: helmTemplate('rollguard', [], OWN_NAMESPACE, ['openshift.yaml']) },
+  { name: 'helm values/platform.yaml', render: helmTemplate('rollguard', [], OWN_NAMESPACE, ['platform.yaml']) },
   {
     // another release name and namespace: every name that points at another object must follow
     name: 'helm release "rg", one replica, no leader election',
@@ -123,7 +128,7 @@ describe('deploy manifests', () => {
     const suffix = Math.random().toString(36).slice(2, 8);
     ctx = {
       kubectl: tool(controlPlaneBinaries(), 'kubectl', 'src/dev/build-binaries.sh'),
-      helm: tool(await buildTools(), 'helm', 'test/env/build-tools.sh'),
+      helm: await goTool('helm'),
       kubeVersion: (await kc.makeApiClient(VersionApi).getCode()).gitVersion,
       namespace: `manifests-${suffix}`,
     };
@@ -211,7 +216,7 @@ describe('deploy manifests', () => {
     }
   });
 
-  it.each(['kustomize base', 'kustomize cert-manager', 'helm defaults', 'helm tls.certManager.enabled=true'])(
+  it.each(['kustomize base', 'kustomize cert-manager', 'helm defaults', 'helm tls.certManager.enabled=true', 'helm values/openshift.yaml', 'helm values/platform.yaml'])(
     '%s: the pod passes Pod Security "restricted"',
     async (name) => {
       const spec = only<V1Deployment>(objectsOf(name), 'Deployment').spec!.template.spec!;
@@ -478,7 +483,8 @@ describe('deploy manifests', () => {
         strategy: d.spec!.strategy,
         grace: spec.terminationGracePeriodSeconds,
         podSecurity: spec.securityContext,
-        spreadBy: spec.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution?.map((t) => t.podAffinityTerm.topologyKey),
+        spread: spec.topologySpreadConstraints?.map((t) => [t.topologyKey, t.maxSkew, t.whenUnsatisfiable, t.matchLabelKeys]),
+        affinity: spec.affinity,
         ports: c.ports,
         readiness: c.readinessProbe,
         liveness: c.livenessProbe,
@@ -589,7 +595,8 @@ describe('deploy manifests', () => {
   it('the Helm chart refuses rbac.scope=namespaces without namespaces, and an unknown scope', async () => {
     for (const [values, message] of [
       [['rbac.scope=namespaces'], 'rbac.scope=namespaces needs rbac.namespaces'],
-      [['rbac.scope=everything'], 'rbac.scope must be cluster or namespaces'],
+      // the schema turns it away before the template's own check
+      [['rbac.scope=everything'], "at '/rbac/scope': value must be one of 'cluster', 'namespaces'"],
     ] as const) {
       const failure = await helmTemplate('rollguard', [...values], OWN_NAMESPACE)(ctx).then(
         () => 'rendered',
@@ -612,6 +619,54 @@ describe('deploy manifests', () => {
     expect(objects.filter((o) => o.kind === 'PodDisruptionBudget')).toEqual([]);
     const mwc = only<V1MutatingWebhookConfiguration>(objects, 'MutatingWebhookConfiguration');
     expect(mwc.metadata!.name).toBe(config.webhookConfiguration);
+  });
+
+  it.each(['kustomize base', 'helm defaults', 'helm release "rg", one replica, no leader election'])(
+    '%s: the replicas spread over nodes when the scheduler can, counted by this release\'s pods of one revision',
+    (name) => {
+      const deploy = only<V1Deployment>(objectsOf(name), 'Deployment');
+      const template = deploy.spec!.template;
+      expect(template.spec!.affinity).toBeUndefined();
+      const [constraint, ...more] = template.spec!.topologySpreadConstraints ?? [];
+      expect(more).toEqual([]);
+      // ScheduleAnyway: a one-node cluster still runs both replicas
+      expect(constraint).toMatchObject({ maxSkew: 1, topologyKey: 'kubernetes.io/hostname', whenUnsatisfiable: 'ScheduleAnyway', matchLabelKeys: ['pod-template-hash'] });
+      expect(template.metadata!.labels).toMatchObject(constraint!.labelSelector!.matchLabels!);
+      expect(deploy.spec!.selector.matchLabels).toMatchObject(constraint!.labelSelector!.matchLabels!);
+    },
+  );
+
+  it('helm values/openshift.yaml: no fixed user or group anywhere in the pod (restricted-v2 assigns them), still non-root and restricted', () => {
+    const spec = only<V1Deployment>(objectsOf('helm values/openshift.yaml'), 'Deployment').spec!.template.spec!;
+    const contexts = [spec.securityContext ?? {}, ...spec.containers.map((c) => c.securityContext ?? {})];
+    for (const sc of contexts) expect([(sc as { runAsUser?: number }).runAsUser, (sc as { runAsGroup?: number }).runAsGroup]).toEqual([undefined, undefined]);
+    expect(spec.securityContext).toEqual({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(spec.containers[0]!.securityContext).toEqual({
+      runAsNonRoot: true,
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+  });
+
+  it('helm values/platform.yaml: the image by digest, priority class, pod labels beside the selector, spread over zones and nodes, the large-cluster memory', () => {
+    const objects = objectsOf('helm values/platform.yaml');
+    const deploy = only<V1Deployment>(objects, 'Deployment');
+    const template = deploy.spec!.template;
+    const container = rollguardContainer(deploy);
+    expect(container.image).toBe(`registry.example.com/platform/rollguard@sha256:${'0'.repeat(64)}`);
+    expect(template.spec!.priorityClassName).toBe('system-cluster-critical');
+    expect(template.metadata!.labels).toEqual({ team: 'platform', ...deploy.spec!.selector.matchLabels });
+    // the selector is immutable: a pod label must never reach it
+    expect(deploy.spec!.selector.matchLabels).toEqual({ 'app.kubernetes.io/name': 'rollguard', 'app.kubernetes.io/instance': 'rollguard' });
+    expect(template.metadata!.annotations).toEqual({ 'example.com/owner': 'platform-team' });
+    expect(template.spec!.topologySpreadConstraints!.map((t) => [t.topologyKey, t.whenUnsatisfiable, t.labelSelector?.matchLabels])).toEqual([
+      ['topology.kubernetes.io/zone', 'ScheduleAnyway', deploy.spec!.selector.matchLabels],
+      ['kubernetes.io/hostname', 'ScheduleAnyway', deploy.spec!.selector.matchLabels],
+    ]);
+    expect(container.resources).toEqual({ requests: { cpu: '100m', memory: '256Mi' }, limits: { memory: '384Mi' } });
+    expect(rollguardConfig(deploy).maxRestartsPerSecond).toBe(10);
   });
 
   it('the Helm chart refuses leaderElection=false with more than one replica', async () => {
@@ -675,12 +730,6 @@ async function output(command: string, args: string[]): Promise<string> {
     const stderr = (err as { stderr?: string }).stderr ?? '';
     throw new Error(`${path.basename(command)} ${args.join(' ')} failed: ${stderr.trim() || String(err)}`, { cause: err });
   }
-}
-
-/** The folder with helm; builds it on first use (a cold build takes a minute or two). */
-async function buildTools(): Promise<string> {
-  const { stdout } = await run('bash', [path.join(ROOT, 'test/env/build-tools.sh')], { maxBuffer: 16 * 1024 * 1024 });
-  return stdout.trim().split('\n').pop() ?? '';
 }
 
 function tool(dir: string, name: string, from: string): string {

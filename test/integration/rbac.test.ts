@@ -329,6 +329,8 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
     });
     const forbidden = calls.filter((c) => c.responseStatus?.code === 403).map((c) => `${c.verb} ${c.objectRef?.apiGroup ?? ''}/${c.objectRef?.resource}`);
     expect(forbidden, 'requests the roles of deploy/base forbid').toEqual([]);
+    // through the fence, rollguard learned who it is: the webhook tells the loop's writes from a user's by it
+    expect(rollguard!.logLines().map((l) => l.serviceAccount)).toContain(SERVICE_ACCOUNT);
 
     const used = new Set(
       calls.map((c) => `${c.objectRef?.apiGroup ?? ''}/${c.objectRef?.resource}${c.objectRef?.subresource ? `/${c.objectRef.subresource}` : ''} ${c.verb}`),

@@ -103,4 +103,22 @@ describe('the digest record annotation', () => {
     expect(knownEquivalent(record, 'u/208', 'u/265')).toBe(false);
     expect(knownEquivalent(undefined, 'u/208', 'u/209')).toBe(false);
   });
+
+  it('a record whose same keys are named (r) speaks only for a template that reads no other key, and only while it is ahead', () => {
+    const record = { version: 'u/264', keyId: 'k1', digests: { a: '1', b: '2' }, sameKeys: ['a', 'c'] };
+    const text = formatDigestRecords(new Map([['configmap.rollguard.io/c', record]]))!;
+    expect(JSON.parse(text)).toEqual({ 'configmap.rollguard.io/c': { v: 'u/264', k: 'k1', d: { a: '1', b: '2' }, r: ['a', 'c'] } });
+    expect(parseDigestRecords({ [DIGESTS_ANNOTATION]: text }).get('configmap.rollguard.io/c')).toEqual(record);
+    // an unreadable r speaks for no key
+    expect(parseDigestRecords({ [DIGESTS_ANNOTATION]: '{"c": {"v": "u/1", "k": "k", "d": {}, "r": "a"}}' }).get('c')?.sameKeys).toEqual([]);
+    expect(recordCovers(record, 'u/208', ['a'])).toBe(true);
+    expect(recordCovers(record, 'u/208', ['a', 'c'])).toBe(true);
+    expect(recordCovers(record, 'u/208', ['b'])).toBe(false);
+    expect(recordCovers(record, 'u/208', 'all')).toBe(false);
+    expect(recordCovers(record, 'u/208')).toBe(false);
+    expect(knownEquivalent(record, 'u/208', 'u/230', ['a'])).toBe(true);
+    expect(knownEquivalent(record, 'u/208', 'u/230', ['b'])).toBe(false);
+    // the template at the record's own version: the digests are its data, every key
+    expect(recordCovers(record, 'u/264', 'all')).toBe(true);
+  });
 });

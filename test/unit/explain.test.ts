@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { explainWorkload } from '../../src/explain/explain.js';
 import { WORKLOAD_STATES } from '../../src/explain/explanation.js';
+import { renderExplanation } from '../../src/explain/render.js';
 import type { EventFact, ObjectFact, RevisionFact, WorkloadFacts } from '../../src/explain/facts.js';
 import type { Workload, WorkloadKind } from '../../src/kube/workloads.js';
 import { propertyRuns } from '../env/property-runs.js';
@@ -212,6 +213,25 @@ describe('explainWorkload: the state of one workload, from what a reader found',
     const e = explainWorkload(facts(set({ annotations: { 'rollguard.io/digests': digests } }), { objects: [cm('180', 10)] }));
     expect(e.state).toBe('up-to-date');
     expect(e.references[0]).toMatchObject({ state: 'metadata-only', current: `${CM_UID}/180`, template: `${CM_UID}/100` });
+  });
+
+  it('only unread keys changed: the record holds the keys read the same; the keys read are shown, and no restart is due', () => {
+    const digests = JSON.stringify({ 'configmap.rollguard.io/app': { v: `${CM_UID}/180`, k: 'k1', d: { 'a.txt': '0123456789abcdef', 'b.txt': 'fedcba9876543210' }, r: ['a.txt'] } });
+    const workload = set({ annotations: { 'rollguard.io/digests': digests } });
+    workload.spec!.template.spec!.volumes = [{ name: 'v', configMap: { name: 'app', items: [{ key: 'a.txt', path: 'a.txt' }] } }];
+    const e = explainWorkload(facts(workload, { objects: [cm('180', 10)] }));
+    expect(e.state).toBe('up-to-date');
+    expect(e.references[0]).toMatchObject({
+      state: 'unread-keys',
+      keys: ['a.txt'],
+      reads: [{ via: 'volume', keys: ['a.txt'] }],
+      current: `${CM_UID}/180`,
+      template: `${CM_UID}/100`,
+      why: `rollguard's digest record: ${CM_UID}/180 holds the data of ${CM_UID}/100 in the key read (a.txt)`,
+    });
+    const text = renderExplanation(e);
+    expect(text).toContain('key a.txt (volume)');
+    expect(text).toContain('only in keys not read, no restart');
   });
 
   it('a reference the template dropped is a restart due', () => {

@@ -353,20 +353,43 @@ describe('RestarterReconciler', () => {
     expect((await h.metrics.restarts.get()).values).toEqual([expect.objectContaining({ labels: { kind: 'ConfigMap', workload_kind: 'StatefulSet' }, value: 1 })]);
   });
 
-  it('waits for a lagging cache with no time limit, and corrects a stored version from the future only on a fresh read', async () => {
-    // 900 stored, the cache at 850 holds 845: a lagging cache; the fresh read says the store is at 950
-    const lagging = harness({ cached: set({ [CM]: 'u0/900', [SECRET]: 'u2/3' }), versions, progress: '850', fresh: { version: versions['ConfigMap/app'], revision: '950' } });
-    for (let i = 0; i < 3; i++) {
+  it('waits for a lagging cache with no time limit, with one Warning, and corrects a stored version from the future only on a fresh read', async () => {
+    // 900 stored, the cache at 850 holds 845: a lagging cache; the fresh read says the object is at 905, the store at 950
+    const lagging = harness({ cached: set({ [CM]: 'u0/900', [SECRET]: 'u2/3' }), versions, progress: '850', fresh: { version: { uid: 'u0', resourceVersion: '905', ignored: false }, revision: '950' } });
+    for (let i = 0; i < 4; i++) {
       expect((await lagging.reconciler.reconcile('StatefulSet/ns/web', signal)).requeueAfterMs).toBeGreaterThan(0);
       lagging.advance(10 * 60_000);
     }
     expect(lagging.patches).toEqual([]);
-    expect(lagging.freshReads()).toBe(2);
+    expect(lagging.freshReads()).toBe(3);
+    expect(lagging.events).toEqual([expect.stringMatching(/^StatefulSet ns\/web@\S+ Warning VersionHeldBack: ConfigMap app: the template names u0\/900, .*it shows u1\/845/)]);
+    expect((await lagging.metrics.restarterWarnings.get()).values).toEqual([expect.objectContaining({ labels: { reason: 'cache_lag' }, value: 1 })]);
     // the same, but the store is at 860 < 900: etcd came back from a backup
     const restored = harness({ cached: set({ [CM]: 'u0/900', [SECRET]: 'u2/3' }), versions, progress: '850', fresh: { version: versions['ConfigMap/app'], revision: '860' } });
     await restored.reconciler.reconcile('StatefulSet/ns/web', signal);
     restored.advance(6_000);
     await expect(restored.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+  });
+
+  it('brings a template value of another object (a copy from another namespace) to the object\'s own version, with a Warning, instead of waiting forever', async () => {
+    // the copy names u9/900; this namespace's app is u1/845, and the fresh read agrees: it never had 900
+    const copy = harness({ cached: set({ [CM]: 'u9/900', [SECRET]: 'u2/3' }), versions, progress: '1000', fresh: { version: versions['ConfigMap/app'], revision: '1000' } });
+    expect((await copy.reconciler.reconcile('StatefulSet/ns/web', signal)).requeueAfterMs).toBeGreaterThan(0);
+    copy.advance(6_000);
+    await expect(copy.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+    expect(copy.patches[0]).toContainEqual({ op: 'replace', path: `/spec/template/metadata/annotations/${CM.replace('/', '~1')}`, value: 'u1/845' });
+    expect(copy.events[0]).toMatch(/Warning ForeignVersion: ConfigMap app: the template names u9\/900, a version this object never had .* now u1\/845/);
+    expect((await copy.metrics.restarterWarnings.get()).values).toEqual([expect.objectContaining({ labels: { reason: 'foreign_version' }, value: 1 })]);
+  });
+
+  it('tells a write the API server refused as invalid (a 422 naming a field) with a Warning, and does not retry it; a 422 of a failed test is a conflict', async () => {
+    const status = (causes: unknown[]): unknown => Object.assign(new Error('HTTP 422'), { code: 422, body: JSON.stringify({ kind: 'Status', code: 422, reason: 'Invalid', details: { causes } }) });
+    const invalid = harness({ cached: set({ [CM]: 'u1/812', [SECRET]: 'u2/3' }), versions, patchError: status([{ reason: 'FieldValueTooLong', field: 'metadata.annotations', message: 'Too long: may not be more than 262144 bytes' }]) });
+    await expect(invalid.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({});
+    expect(invalid.events).toEqual([expect.stringMatching(/Warning WriteInvalid: The API server refused the write of the pod template annotations as invalid: metadata\.annotations: Too long/)]);
+    expect((await invalid.metrics.restarterWarnings.get()).values).toEqual([expect.objectContaining({ labels: { reason: 'invalid' }, value: 1 })]);
+    const testFailed = harness({ cached: set({ [CM]: 'u1/812', [SECRET]: 'u2/3' }), versions, patchError: status([{ message: 'testing value /metadata/resourceVersion failed: test failed' }]) });
+    await expect(testFailed.reconciler.reconcile('StatefulSet/ns/web', signal)).rejects.toBeInstanceOf(ConflictError);
   });
 
   it('decides an absent annotation against an older cached version on one fresh read, at once', async () => {
@@ -496,6 +519,34 @@ describe('RestarterReconciler', () => {
       expect(recorded.patches).toEqual([]);
     });
 
+    it('a template that reads key a of the ConfigMap: a change to b alone writes the record (r: a), no template patch, no Event; a change to a and b names a', async () => {
+      const readingA = (cm: string): V1StatefulSet => {
+        const s = withRecords(cm);
+        s.spec!.template.spec!.containers[0]!.envFrom = [{ secretRef: { name: 'creds' } }];
+        s.spec!.template.spec!.containers[0]!.env = [{ name: 'A', valueFrom: { configMapKeyRef: { name: 'app', key: 'a' } } }];
+        return s;
+      };
+      const unread = harness({ cached: readingA('u1/812'), versions, data: dataOf({ a: 'aa', b: 'bb' }, []) });
+      await expect(unread.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({});
+      expect(unread.events).toEqual([]);
+      expect(unread.patches).toHaveLength(1);
+      expect(unread.patches[0]!.map((op) => op.path)).toEqual(['/metadata/resourceVersion', '/metadata/annotations/rollguard.io~1digests']);
+      const written = JSON.parse((unread.patches[0]![1] as { value: string }).value) as Record<string, unknown>;
+      expect(written[CM]).toEqual({ v: 'u1/845', k: 'k1', d: { a: 'aa', b: 'bb' }, r: ['a'] });
+      // the same set with that record: nothing read, nothing written, the template keeps 812
+      const recorded = readingA('u1/845');
+      recorded.metadata!.annotations = { 'rollguard.io/digests': JSON.stringify({ ...written, [SECRET]: { v: 'u2/3', k: 'k1', d: { p: 'pp' } } }) };
+      const reads: string[] = [];
+      const after = harness({ cached: recorded, versions, data: dataOf({ a: 'aa', b: 'bb' }, reads) });
+      await expect(after.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({});
+      expect(reads).toEqual([]);
+      expect(after.patches).toEqual([]);
+
+      const read = harness({ cached: readingA('u1/812'), versions, data: dataOf({ a: 'xx', b: 'bb' }, []) });
+      await expect(read.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
+      expect(read.events).toEqual(['StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app: data changed (key a), resourceVersion 812 → 845']);
+    });
+
     it('once recorded, nothing is read again and nothing written', async () => {
       const reads: string[] = [];
       const h = harness({ cached: withRecords('u1/845'), versions, data: dataOf({ a: 'aa' }, reads) });
@@ -512,15 +563,18 @@ describe('RestarterReconciler', () => {
       expect(h.patches[0]!.map((op) => op.path)).toContain('/metadata/annotations/rollguard.io~1last-restart-at');
     });
   
-    it('a failing read or key never stalls restarts: the bump rolls as before the data check', async () => {
-      const failing: ReconcilerDeps['data'][] = [
-        { read: async () => Promise.reject(new Error('HTTP 403')), currentKeyId: async () => 'k1' },
-        { read: async () => Promise.reject(new Error('unused')), currentKeyId: async () => Promise.reject(new Error('HTTP 403')) },
+    it('a failing read or key never stalls restarts: the bump rolls as before the data check, and rollguard_data_check_failures_total counts it by reason', async () => {
+      const failing: [ReconcilerDeps['data'], 'read' | 'key'][] = [
+        [{ read: async () => Promise.reject(new Error('HTTP 403')), currentKeyId: async () => 'k1' }, 'read'],
+        [{ read: async () => Promise.reject(new Error('unused')), currentKeyId: async () => Promise.reject(new Error('HTTP 403')) }, 'key'],
       ];
-      for (const data of failing) {
+      for (const [data, reason] of failing) {
         const h = harness({ cached: withRecords('u1/812'), versions, data });
         await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged' });
         expect(h.events).toEqual(['StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app changed (resourceVersion 812 → 845)']);
+        const counted = (await h.metrics.dataCheckFailures.get()).values.map((v) => [v.labels.reason, v.value]);
+        // each failed attempt counts: this reconcile makes two (a GET each of the ConfigMap and the Secret, or two key look-ups)
+        expect(counted.sort()).toEqual([['key', reason === 'key' ? 2 : 0], ['read', reason === 'read' ? 2 : 0]]);
       }
     });
   });

@@ -133,3 +133,70 @@ describe('restarterMutator and the rollguard.io/timing record', () => {
     expect(setAnnotations(apply(upgraded, m(update(upgraded, old), upgraded)))['rollguard.io/timing']).toBeUndefined();
   });
 });
+
+describe('restarterMutator and whole-object writes (kubectl replace, rollout undo, a copy)', () => {
+  const OWN = 'system:serviceaccount:rollguard-system:rollguard';
+  const RECORDS = { [LAST_RESTART_ANNOTATION]: '2026-12-01T09:00:00Z', 'rollguard.io/digests': '{}', 'rollguard.io/timing': 'debounce=5s' };
+  const by = (request: AdmissionRequest, username: string): AdmissionRequest => ({ ...request, userInfo: { username } });
+  const create = (object: Json): AdmissionRequest => ({ ...update(object, {}), operation: 'CREATE', oldObject: undefined });
+  const manifest = (): Json => {
+    // the manifest the set was created from: no annotation map in the template, none on the set
+    const m = set();
+    delete ((m.spec as Json).template as { metadata: Json }).metadata.annotations;
+    delete (m.metadata as Json).annotations;
+    return m;
+  };
+
+  it("a replace of the unchanged manifest keeps the template's values although the ConfigMap changed: an absent map is the owner's, as {} is", () => {
+    const mutate = restarterMutator({ cachesSynced: true, lookup, cacheProgress: () => '400' });
+    const old = set({ value: 'cm-uid/208' });
+    const replaced = apply(manifest(), mutate(update(manifest(), old), manifest()));
+    expect(templateValue(replaced)).toBe('cm-uid/208');
+    expect(setAnnotations(replaced)?.[RESTART_REASON_ANNOTATION]).toBeUndefined();
+  });
+
+  it("with its own identity known, keeps rollguard's records through a user's write that drops or changes them, and takes its own writes as written", () => {
+    const mutate = restarterMutator({ cachesSynced: true, lookup, cacheProgress: () => '400', ownUser: OWN });
+    const old = set({ value: 'cm-uid/208', annotations: { ...RECORDS, team: 'a' } });
+    const replaced = apply(manifest(), mutate(by(update(manifest(), old), 'admin'), manifest()));
+    expect(setAnnotations(replaced)).toEqual(RECORDS);
+    expect(templateValue(replaced)).toBe('cm-uid/208');
+    // `kubectl rollout undo` of a Deployment copies an old ReplicaSet's annotations: older records
+    const undone = set({ value: 'cm-uid/208', annotations: { ...RECORDS, [LAST_RESTART_ANNOTATION]: '2026-11-01T09:00:00Z' } });
+    expect(setAnnotations(apply(undone, mutate(by(update(undone, old), 'admin'), undone)))).toEqual({ ...RECORDS });
+    // the loop's removal of the restart reason passes, although it changes no restart time
+    const withReason = set({ value: 'cm-uid/208', annotations: { ...RECORDS, [RESTART_REASON_ANNOTATION]: 'x' } });
+    expect(mutate(by(update(old, withReason), OWN), old)).toEqual([]);
+    // a user who writes a restart time is no longer taken for the loop
+    const forged = set({ value: 'cm-uid/264', annotations: { ...RECORDS, [LAST_RESTART_ANNOTATION]: '2026-12-01T10:00:00Z' } });
+    const after = apply(forged, mutate(by(update(forged, old), 'admin'), forged));
+    expect(setAnnotations(after)[LAST_RESTART_ANNOTATION]).toBe(RECORDS[LAST_RESTART_ANNOTATION]);
+    expect(templateValue(after)).toBe('cm-uid/208');
+  });
+
+  it("a copy of another set (kubectl get -o yaml, a restore) brings neither its records nor versions of another object", () => {
+    const mutate = restarterMutator({ cachesSynced: true, lookup, cacheProgress: () => '400' });
+    for (const copied of ['other-uid/900', 'other-uid/10']) {
+      const copy = set({ value: copied, annotations: { ...RECORDS, [RESTART_REASON_ANNOTATION]: 'x', 'rollguard.io/frozen': 'ConfigMap/app-config', team: 'a' } });
+      const created = apply(copy, mutate(create(copy), copy));
+      expect(templateValue(created)).toBe('cm-uid/264');
+      expect(setAnnotations(created)).toEqual({ team: 'a' });
+    }
+    // the same object's version, newer than the cache (a lagging cache): kept
+    const fresh = set({ value: 'cm-uid/500' });
+    expect(templateValue(apply(fresh, mutate(create(fresh), fresh)))).toBe('cm-uid/500');
+  });
+});
+
+describe('restarterMutator: a user\'s template change that drops the records is planned with the set\'s own', () => {
+  it('does not bump a version the stored digest record knows to hold the same data, though the PUT left the record out', () => {
+    const OWN = 'system:serviceaccount:rollguard-system:rollguard';
+    const record = { 'rollguard.io/digests': JSON.stringify({ [KEY]: { v: 'cm-uid/264', k: 'k1', d: { a: '0123456789abcdef' } } }) };
+    const mutate = restarterMutator({ cachesSynced: true, lookup, cacheProgress: () => '400', ownUser: OWN });
+    const old = set({ value: 'cm-uid/208', annotations: record });
+    const upgraded = set({ image: 'web:2' });
+    const after = apply(upgraded, mutate({ ...update(upgraded, old), userInfo: { username: 'argocd' } }, upgraded));
+    expect(templateValue(after)).toBe('cm-uid/208');
+    expect(setAnnotations(after)).toEqual(record);
+  });
+});

@@ -43,8 +43,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- if and .Values.webhook.enabled (not .Values.tls.certManager.enabled) }}true{{ end }}
 {{- end }}
 
+{{/* repository@digest when a digest is given, else repository:tag (the appVersion by default). */}}
 {{- define "rollguard.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
 {{- end }}
 
 {{/* rbac.scope is cluster, or namespaces with a list of them. */}}
