@@ -319,6 +319,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
       'restarter.queue.delayed': queue.delayed,
       'restarter.queue.failures': queue.failures,
       'restarter.reconciler.lag_since': reconcile.lag_since,
+      'restarter.reconciler.held_since': reconcile.held_since,
       'restarter.reconciler.in_doubt': reconcile.in_doubt,
       'restarter.reconciler.deferred': reconcile.deferred,
       'restarter.reconciler.told_unsupported': reconcile.told_unsupported,

@@ -209,8 +209,14 @@ export class RestarterReconciler implements Reconciler {
   }
 
   /** How many workloads each per-workload map holds; for /status (`memory`). */
-  memory(): { lag_since: number; in_doubt: number; deferred: number; told_unsupported: number } {
-    return { lag_since: this.lagSince.size, in_doubt: this.inDoubt.size, deferred: this.deferred.size, told_unsupported: this.toldUnsupported.size };
+  memory(): { lag_since: number; held_since: number; in_doubt: number; deferred: number; told_unsupported: number } {
+    return {
+      lag_since: this.lagSince.size,
+      held_since: this.heldSince.size,
+      in_doubt: this.inDoubt.size,
+      deferred: this.deferred.size,
+      told_unsupported: this.toldUnsupported.size,
+    };
   }
 
   async reconcile(key: string, signal: AbortSignal): Promise<RestarterReconcileResult> {
@@ -271,6 +277,7 @@ export class RestarterReconciler implements Reconciler {
    */
   forgetWorkload(key: string): void {
     this.lagSince.delete(key);
+    this.heldSince.delete(key);
     this.deferred.delete(key);
     this.inDoubt.delete(key);
     this.toldUnsupported.delete(key);
