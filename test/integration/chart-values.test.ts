@@ -127,8 +127,10 @@ describe('the Helm chart values schema', () => {
   });
 
   it('helm install --dry-run fails on the schema for a misspelled top-level key, and installs with the defaults', async () => {
-    // helm install asks the cluster for its version even on a client dry run
-    const install = ['install', 'rollguard', CHART, '--dry-run=client', '--namespace', 'rollguard-system', '--kubeconfig', inject('kubeconfigPath')];
+    // helm install asks the cluster for its version even on a client dry run, and for objects the release would
+    // adopt: a release and a namespace of their own, which no other test file fills (they share one API server)
+    const namespace = `chart-values-${process.pid}`;
+    const install = ['install', `values-${process.pid}`, CHART, '--dry-run=client', '--namespace', namespace, '--kubeconfig', inject('kubeconfigPath')];
     const failure = await toolOutput(helm, [...install, '--set', 'replicaCoutn=3']).then(
       () => 'installed',
       (err: unknown) => String(err),
