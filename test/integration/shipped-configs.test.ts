@@ -21,6 +21,7 @@ import { controlPlaneBinaries } from '../../src/dev/control-plane.js';
 import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
 import { DIGEST_KEY_SECRET } from '../../src/restarter/digest-key.js';
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
+import { WANTED_REPLICAS_ANNOTATION } from '../../src/rollout/scale-down-hold.js';
 import { createNamespace, daemonSet, deployment, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
 import { waitFor, waitUntil } from '../env/wait.js';
 
@@ -157,6 +158,8 @@ describe('every shipped configuration lets rollguard do its job', () => {
     await core.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'cfg' }, data: { a: '1' } } });
     await apps.createNamespacedStatefulSet({ namespace, body: statefulSet('web', { replicas: 1, labels: { [ENABLED_LABEL]: 'true' } }) });
     await apps.createNamespacedStatefulSet({ namespace, body: statefulSet('plain', { replicas: 1 }) });
+    // a scale-down the webhook held: rollguard applies it
+    await apps.createNamespacedStatefulSet({ namespace, body: statefulSet('held', { replicas: 2, labels: { [ENABLED_LABEL]: 'true' }, annotations: { [WANTED_REPLICAS_ANNOTATION]: '1' } }) });
     await apps.createNamespacedDeployment({ namespace, body: deployment('web', { replicas: 1, labels: { [ENABLED_LABEL]: 'true' } }) });
     await apps.createNamespacedDaemonSet({ namespace, body: daemonSet('agent', { labels: { [ENABLED_LABEL]: 'true' } }) });
     for (const pod of ['web-0', 'plain-0']) await waitFor(`pod ${namespace}/${pod}`, () => core.readNamespacedPod({ name: pod, namespace }).catch(() => undefined));
@@ -295,6 +298,13 @@ describe('every shipped configuration lets rollguard do its job', () => {
         ['record a restart on a Deployment', p.deployment(setAnnotation('rollguard.io/last-restart-at'))],
         ['record a restart on a DaemonSet', p.daemonSet(setAnnotation('rollguard.io/last-restart-at'))],
         ['step the partition of a StatefulSet', p.statefulSet((annotations) => [{ op: 'add', path: '/spec/updateStrategy/rollingUpdate', value: { partition: 1 } }, { op: 'add', path: '/metadata/annotations', value: { ...annotations, [LAST_STEP_ANNOTATION]: '2026-12-02T00:00:00Z' } }])],
+        ['apply a held scale-down', () =>
+          sa.apps.patchNamespacedStatefulSet({
+            name: 'held',
+            namespace: inScope,
+            dryRun,
+            body: [{ op: 'replace', path: '/spec/replicas', value: 1 }, { op: 'remove', path: `/metadata/annotations/${WANTED_REPLICAS_ANNOTATION.replace(/\//g, '~1')}` }],
+          })],
         ['annotate a pod of an opted-in set', () => sa.core.patchNamespacedPod({ name: 'web-0', namespace: inScope, body: [{ op: 'add', path: '/metadata/annotations', value: { 'example.com/demote': 'true' } }], dryRun })],
         ['delete a pod of an opted-in set', () => sa.core.deleteNamespacedPod({ name: 'web-0', namespace: inScope, dryRun })],
         ['record an Event', () => sa.core.createNamespacedEvent({
@@ -355,6 +365,8 @@ describe('every shipped configuration lets rollguard do its job', () => {
           ["change a StatefulSet's image", p.statefulSet(image)],
           ["change a Deployment's image", p.deployment(image)],
           ["change a DaemonSet's image", p.daemonSet(image)],
+          ['apply a held scale-down at another count', () =>
+            sa.apps.patchNamespacedStatefulSet({ name: 'held', namespace: inScope, dryRun, body: [{ op: 'replace', path: '/spec/replicas', value: 0 }, { op: 'remove', path: `/metadata/annotations/${WANTED_REPLICAS_ANNOTATION.replace(/\//g, '~1')}` }] })],
           ['scale a Deployment', p.deployment([{ op: 'replace', path: '/spec/replicas', value: 5 }])],
           ['write a partition-step annotation on a Deployment', p.deployment(setAnnotation(LAST_STEP_ANNOTATION))],
           ["rewrite a user's setting", p.statefulSet(setAnnotation('rollguard.io/health-url'))],
