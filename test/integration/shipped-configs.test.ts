@@ -18,6 +18,7 @@ import {
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlPlaneBinaries } from '../../src/dev/control-plane.js';
+import { HANDOVER_REQUEST_ANNOTATION } from '../../src/handover/state.js';
 import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
 import { DIGEST_KEY_SECRET } from '../../src/restarter/digest-key.js';
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
@@ -37,6 +38,7 @@ import { waitFor, waitUntil } from '../env/wait.js';
 const ROLLGUARD_NAMESPACE = 'rollguard-system';
 /** the namespace deploy/overlays/one-namespace is written for */
 const ONE_NAMESPACE = 'apps';
+const HANDOVER_REQUEST = HANDOVER_REQUEST_ANNOTATION;
 const FENCE_KINDS = ['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'];
 const APPLIED_KINDS = ['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration', ...FENCE_KINDS];
 const WORKLOAD_RESOURCES = ['configmaps', 'secrets', 'statefulsets', 'deployments', 'daemonsets', 'pods'];
@@ -163,6 +165,8 @@ describe('every shipped configuration lets rollguard do its job', () => {
     await apps.createNamespacedDeployment({ namespace, body: deployment('web', { replicas: 1, labels: { [ENABLED_LABEL]: 'true' } }) });
     await apps.createNamespacedDaemonSet({ namespace, body: daemonSet('agent', { labels: { [ENABLED_LABEL]: 'true' } }) });
     for (const pod of ['web-0', 'plain-0']) await waitFor(`pod ${namespace}/${pod}`, () => core.readNamespacedPod({ name: pod, namespace }).catch(() => undefined));
+    // a handover request on a pod of an opted-in set: rollguard removes it
+    await core.patchNamespacedPod({ name: 'web-0', namespace, body: [{ op: 'add', path: '/metadata/annotations', value: { [HANDOVER_REQUEST]: 'requested' } }] });
   }
 
   beforeAll(async () => {
@@ -297,6 +301,9 @@ describe('every shipped configuration lets rollguard do its job', () => {
         ['record a restart on a StatefulSet', p.statefulSet(setAnnotation('rollguard.io/last-restart-at'))],
         ['record a restart on a Deployment', p.deployment(setAnnotation('rollguard.io/last-restart-at'))],
         ['record a restart on a DaemonSet', p.daemonSet(setAnnotation('rollguard.io/last-restart-at'))],
+        ['record a handover in flight on a StatefulSet', p.statefulSet(setAnnotation('rollguard.io/handover-state'))],
+        ['record the digests on a Deployment', p.deployment(setAnnotation('rollguard.io/digests'))],
+        ['record the digests on a DaemonSet', p.daemonSet(setAnnotation('rollguard.io/digests'))],
         ['step the partition of a StatefulSet', p.statefulSet((annotations) => [{ op: 'add', path: '/spec/updateStrategy/rollingUpdate', value: { partition: 1 } }, { op: 'add', path: '/metadata/annotations', value: { ...annotations, [LAST_STEP_ANNOTATION]: '2026-12-02T00:00:00Z' } }])],
         ['apply a held scale-down', () =>
           sa.apps.patchNamespacedStatefulSet({
@@ -306,6 +313,8 @@ describe('every shipped configuration lets rollguard do its job', () => {
             body: [{ op: 'replace', path: '/spec/replicas', value: 1 }, { op: 'remove', path: `/metadata/annotations/${WANTED_REPLICAS_ANNOTATION.replace(/\//g, '~1')}` }],
           })],
         ['annotate a pod of an opted-in set', () => sa.core.patchNamespacedPod({ name: 'web-0', namespace: inScope, body: [{ op: 'add', path: '/metadata/annotations', value: { 'example.com/demote': 'true' } }], dryRun })],
+        ['remove the handover request of a pod', () =>
+          sa.core.patchNamespacedPod({ name: 'web-0', namespace: inScope, dryRun, body: [{ op: 'remove', path: `/metadata/annotations/${HANDOVER_REQUEST.replace(/\//g, '~1')}` }] })],
         ['delete a pod of an opted-in set', () => sa.core.deleteNamespacedPod({ name: 'web-0', namespace: inScope, dryRun })],
         ['record an Event', () => sa.core.createNamespacedEvent({
           namespace: inScope,
