@@ -115,6 +115,21 @@ describe('referenced objects and keys deleted and re-created', () => {
     expect(await events(ns, name, 'ConfigChanged')).toEqual([]);
   });
 
+  it('the webhook agrees: an owner\'s template change while a required object is gone keeps its version', async () => {
+    const name = 'owner-edit';
+    const { object, key, rv0 } = await setUp(name, app({ env: [{ name: 'A', valueFrom: { configMapKeyRef: { name: 'owner-edit-data', key: 'a' } } }] }));
+    await core.deleteNamespacedConfigMap({ name: object, namespace: ns });
+    await rolledOrWarned(name);
+    await apps.patchNamespacedStatefulSet({ name, namespace: ns, body: [{ op: 'replace', path: '/spec/template/spec/containers/0/image', value: 'registry.example/app:2' }] });
+    const now = await read(ns, name);
+    expect(now.metadata?.generation).toBe(2);
+    expect(now.spec?.template.metadata?.annotations?.[key], 'the admission wrote absent into the owner\'s change').toMatch(new RegExp(`/${rv0}$`));
+    expect(now.metadata?.annotations?.['rollguard.io/restart-reason']).toBeUndefined();
+    await idle(fixture.rollguard);
+    expect((await read(ns, name)).metadata?.generation).toBe(2);
+    expect(await events(ns, name, 'ConfigChanged')).toEqual([]);
+  });
+
   it('optional: true: the pods start without the object, so its deletion rolls once, as documented', async () => {
     const name = 'optional';
     const { object, key } = await setUp(name, app({ envFrom: [{ configMapRef: { name: 'optional-data', optional: true } }] }));
