@@ -140,3 +140,41 @@ describe('referenced objects and keys deleted and re-created', () => {
     expect(await events(ns, name, 'ReferenceMissing')).toEqual([]);
   });
 });
+
+describe('a namespace being deleted', () => {
+  let fixture: RollguardFixture;
+
+  beforeAll(async () => {
+    fixture = await startRollguardFixture({ name: 'deleted-ns', webhook: 'registered', args: ['--debounce=200ms', '--min-restart-interval=0s'] });
+  });
+  afterAll(async () => {
+    await fixture?.teardown();
+  });
+  beforeEach(() => {
+    printControlPlaneLogsOnFailure();
+    printProcessLogsOnFailure([fixture.rollguard]);
+  });
+
+  it('its ConfigMaps disappear: no set that requires them is rolled on its way out', async () => {
+    const ns = fixture.ns;
+    const names = ['one', 'two', 'three'];
+    for (const name of names) {
+      await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: `${name}-data` }, data: { a: '1' } } });
+      const set = statefulSet(name, { replicas: 0, labels: { [ENABLED_LABEL]: 'true' } });
+      set.spec!.template.spec!.containers = [app({ envFrom: [{ configMapRef: { name: `${name}-data` } }] })];
+      await apps.createNamespacedStatefulSet({ namespace: ns, body: set });
+    }
+    await idle(fixture.rollguard);
+    await core.deleteNamespace({ name: ns });
+    // until the sets are gone, none may show a second generation
+    const seen = new Map<string, number>();
+    await waitFor('the sets deleted with their namespace', async () => {
+      const list = await apps.listNamespacedStatefulSet({ namespace: ns });
+      for (const s of list.items) seen.set(s.metadata!.name!, Math.max(seen.get(s.metadata!.name!) ?? 0, s.metadata?.generation ?? 0));
+      return list.items.length === 0 ? true : undefined;
+    }, { intervalMs: 20, timeoutMs: 60_000 });
+    for (const [name, generation] of seen) expect(generation, `${name} was rolled while its namespace was deleted`).toBe(1);
+    const restarts = fixture.rollguard.logLines().filter((l) => String(l.msg).includes(' restarts: '));
+    expect(restarts.map((l) => l.msg)).toEqual([]);
+  });
+});
