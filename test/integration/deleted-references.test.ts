@@ -115,6 +115,21 @@ describe('referenced objects and keys deleted and re-created', () => {
     expect(await events(ns, name, 'ConfigChanged')).toEqual([]);
   });
 
+  it('a Secret that a non-optional secretKeyRef reads, deleted: no rollout, a Warning naming it', async () => {
+    const name = 'secret-ref';
+    const object = `${name}-data`;
+    const created = await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: object }, stringData: { a: '1' } } });
+    const set = statefulSet(name, { replicas: 0, labels: { [ENABLED_LABEL]: 'true' } });
+    set.spec!.template.spec!.containers = [app({ env: [{ name: 'A', valueFrom: { secretKeyRef: { name: object, key: 'a' } } }] })];
+    await apps.createNamespacedStatefulSet({ namespace: ns, body: set });
+    const key = annotationKey('Secret', object);
+    await waitFor('the digest record', async () => (recordedVersion(await read(ns, name), key)?.endsWith(`/${created.metadata!.resourceVersion!}`) ? true : undefined));
+    await core.deleteNamespacedSecret({ name: object, namespace: ns });
+    const warning = await rolledOrWarned(name);
+    expect((await read(ns, name)).metadata?.generation, 'the deletion rolled the set into pods that cannot start').toBe(1);
+    expect(warning?.message).toContain(`Secret ${object} is gone`);
+  });
+
   it('the webhook agrees: an owner\'s template change while a required object is gone keeps its version', async () => {
     const name = 'owner-edit';
     const { object, key, rv0 } = await setUp(name, app({ env: [{ name: 'A', valueFrom: { configMapKeyRef: { name: 'owner-edit-data', key: 'a' } } }] }));
