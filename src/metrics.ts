@@ -79,7 +79,7 @@ export function createMetrics(registry = new Registry()) {
     restarterWarnings: new Counter({
       name: 'rollguard_restarter_warnings_total',
       help:
-        'Workloads the restarter could not bring up to date as it is, each told with a Warning Event, by reason: cache_lag (a stored version newer than the cache for long), foreign_version (the template named another object\'s version: a copy, a restore; rewritten), invalid (the API server refused the write as invalid; not retried until the workload changes)',
+        'Workloads the restarter could not bring up to date as it is, each told with a Warning Event, by reason: cache_lag (a stored version newer than the cache for long), foreign_version (the template named another object\'s version: a copy, a restore; rewritten), invalid (the API server refused the write as invalid; not retried until the workload changes), reference_missing (a required ConfigMap, Secret or key is gone; the set is held at the version its pods run with)',
       labelNames: ['reason'],
       registers: r,
     }),

@@ -48,6 +48,8 @@ export type ReferenceState =
   | 'untracked'
   /** the template names a version newer than the API server has (etcd restored from a backup?) */
   | 'ahead'
+  /** a required object is gone (not optional): the template keeps its version, no restart into pods that cannot start (ReferenceMissing) */
+  | 'missing'
   /** the reader could not read the object */
   | 'unreadable';
 

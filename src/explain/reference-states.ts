@@ -67,6 +67,7 @@ export function referenceStates(input: {
   const plan = planAnnotations({ dialect, namespace, annotations: workload.metadata?.annotations, template, stored, storedAt: workload.metadata?.resourceVersion, lookup });
   const desired = new Map(plan.desired.map((d) => [d.key, d]));
   const heldBack = new Set(plan.heldBack.map((h) => h.key));
+  const missing = new Set(plan.missing.map((m) => m.key));
   const optedOut = dialect.ignoredNames(workload.metadata?.annotations);
   const frozen = new Set((workload.metadata?.annotations?.[FROZEN_ANNOTATION] ?? '').split(',').map((e) => e.trim()));
   const records = parseDigestRecords(workload.metadata?.annotations);
@@ -103,6 +104,8 @@ export function referenceStates(input: {
       out.push({ ...base, state: 'unreadable', why: fact.error });
     } else if (ignoredBy !== undefined) {
       out.push({ ...base, state: wanted ? 'ignored' : 'untracked', why: ignoredBy });
+    } else if (missing.has(annotation)) {
+      out.push({ ...base, state: 'missing', why: `the ${kind} is gone and its pods cannot start without it (not optional): the template keeps ${base.template}, no restart` });
     } else if (wanted && wanted.value !== base.template) {
       const change = describeChange({ key: annotation, kind, name, from: base.template, to: wanted.value });
       out.push({ ...base, state: 'changed', change, ...changedAt });

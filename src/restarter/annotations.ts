@@ -2,9 +2,9 @@ import { createHash } from 'node:crypto';
 import type { V1ObjectMeta, V1PodTemplateSpec } from '@kubernetes/client-node';
 import type { CachedVersion } from '../kube/metadata-cache.js';
 import { WORKLOAD_KINDS, type WorkloadKind } from '../kube/workloads.js';
-import { keysRead, referencedObjects, type Reference, type ObjectKind, type ReadKeys } from './references.js';
+import { keysRead, referencedObjects, requirements, type Reference, type ObjectKind, type ReadKeys, type Requirement } from './references.js';
 import { knownEquivalent, parseDigestRecords, type ObjectData } from './digests.js';
-import { ABSENT, numericResourceVersion, replaces } from './versions.js';
+import { ABSENT, numericResourceVersion, parseAnnotationValue, replaces } from './versions.js';
 
 /** Label on a StatefulSet that opts it in; value "true". */
 export const ENABLED_LABEL = 'rollguard.io/enabled';
@@ -148,6 +148,12 @@ export interface Dialect {
    * rolls nothing. Omitted: every reference reads its object whole, so any data change rolls.
    */
   keysRead?(template: unknown): Map<string, ReadKeys>;
+  /**
+   * What the template's pods cannot start without, by `Kind/name` (references.ts requirements):
+   * a required object that is deleted, or a required key that is removed, holds the stored value
+   * instead of rolling into pods that cannot start. Omitted: nothing is held (every deletion rolls).
+   */
+  requirements?(template: unknown): Map<string, Requirement>;
   /** The names the workload's own annotations opt out, per kind. */
   ignoredNames(annotations: Record<string, string> | undefined): Record<ObjectKind, Set<string>>;
   /** The value of a reference whose object does not exist. */
@@ -172,6 +178,7 @@ export const ROLLGUARD_DIALECT: Dialect = {
   annotationTarget,
   references: referencedObjects,
   keysRead: (template) => keysRead(template),
+  requirements: (template) => requirements(template),
   ignoredNames: (annotations) => ({
     ConfigMap: ignoredNames(annotations, IGNORE_CONFIGMAPS_ANNOTATION),
     Secret: ignoredNames(annotations, IGNORE_SECRETS_ANNOTATION),
@@ -219,6 +226,26 @@ export interface PlanInput {
   cacheProgress?: (kind: ObjectKind) => string;
   /** Omitted: rollguard's own. */
   dialect?: Dialect;
+  /**
+   * Whether a required object that is gone keeps the stored version (see MissingReference);
+   * default true. A CREATE passes false: a new set's pods cannot start either way, and a copied
+   * value says nothing about them.
+   */
+  holdMissing?: boolean;
+}
+
+/**
+ * A reference whose object is gone while the template's pods cannot start without it: the stored
+ * version is kept (no rollout into CreateContainerConfigError), and the loop warns.
+ */
+export interface MissingReference {
+  key: string;
+  kind: ObjectKind;
+  name: string;
+  /** the version the template keeps */
+  stored: string;
+  /** data keys missing from an object that exists; omitted: the object itself is gone */
+  keys?: string[];
 }
 
 /** A reference whose cached version is older than the stored one: a lagging cache, or a stored value from the future. */
@@ -233,6 +260,8 @@ export interface HeldBack {
 export interface AnnotationPlan {
   desired: DesiredAnnotation[];
   heldBack: HeldBack[];
+  /** Required objects that are gone, their stored versions kept (a cache behind the stored version holds them back instead). */
+  missing: MissingReference[];
   /** FROZEN_ANNOTATION's entries as they should be, sorted. */
   frozen: string[];
 }
@@ -266,8 +295,10 @@ export function planAnnotations(input: PlanInput): AnnotationPlan {
   const digests = parseDigestRecords(input.annotations);
   const storedAt = numericResourceVersion(input.storedAt);
   const readsOf = readKeysFor(dialect, input.template);
+  const required = input.holdMissing === false ? undefined : dialect.requirements?.(input.template);
   const desired: DesiredAnnotation[] = [];
   const heldBack: HeldBack[] = [];
+  const missing: MissingReference[] = [];
   const frozen: string[] = [];
   for (const { kind, name } of dialect.references(input.template)) {
     const key = dialect.annotationKey(kind, name);
@@ -290,6 +321,11 @@ export function planAnnotations(input: PlanInput): AnnotationPlan {
       continue;
     }
     const progress = input.cacheProgress ? numericResourceVersion(input.cacheProgress(kind)) ?? 0n : undefined;
+    if (version === undefined && holdForMissing(stored, required?.get(entry), progress)) {
+      desired.push({ key, kind, name, value: stored });
+      missing.push({ key, kind, name, stored });
+      continue;
+    }
     // a dialect's own "no version" value (Stackable's changes-ignored) is compared as absent
     const asCompared = (value: string): string => (dialect.noVersion(value) ? ABSENT : value);
     if (asCompared(candidate) === asCompared(stored)) {
@@ -304,7 +340,19 @@ export function planAnnotations(input: PlanInput): AnnotationPlan {
       heldBack.push({ key, kind, name, stored: asCompared(stored), candidate });
     }
   }
-  return { desired, heldBack, frozen: frozen.sort() };
+  return { desired, heldBack, missing, frozen: frozen.sort() };
+}
+
+/**
+ * Whether a reference whose object is not there keeps `stored` (and is told as missing): the pods
+ * require the object, the stored value is a version, and the absence is news: the cache has seen
+ * the stored version (`cacheProgress`; undefined: the lookup is authoritative, a fresh read). A
+ * cache behind the stored version goes the usual way (held back; a fresh read decides).
+ */
+export function holdForMissing(stored: string, requirement: Requirement | undefined, cacheProgress: bigint | undefined): boolean {
+  if (!requirement?.object) return false;
+  const parsed = parseAnnotationValue(stored);
+  return parsed.kind === 'version' && (cacheProgress === undefined || cacheProgress >= parsed.resourceVersion);
 }
 
 /** planAnnotations for a workload as it is stored: its template holds the stored values. */

@@ -323,6 +323,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
       'restarter.reconciler.in_doubt': reconcile.in_doubt,
       'restarter.reconciler.deferred': reconcile.deferred,
       'restarter.reconciler.told_unsupported': reconcile.told_unsupported,
+      'restarter.reconciler.told_missing': reconcile.told_missing,
     };
   };
 

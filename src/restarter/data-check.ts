@@ -1,7 +1,7 @@
 import { annotationChanges, type AnnotationChange, type DesiredAnnotation, type Dialect } from './annotations.js';
-import { changedKeys, formatDigestRecords, recordCovers, sameDigests, sameKeysSince, type DigestRecord } from './digests.js';
+import { ALL_KEYS, changedKeys, formatDigestRecords, recordCovers, sameDigests, sameKeysSince, type DigestRecord } from './digests.js';
 import type { DigestRead } from './digest-reader.js';
-import { readKeysChanged, type ReadKeys } from './references.js';
+import { missingKeys, readKeysChanged, type ReadKeys, type Requirement } from './references.js';
 import { parseAnnotationValue } from './versions.js';
 
 /** What one fresh read of a referenced object means for the template value `stored`. */
@@ -92,6 +92,8 @@ export interface DataCheckItem {
   record: DigestRecord | undefined;
   /** The keys the template reads of the object; omitted: all of them (a dialect that does not narrow). */
   reads?: ReadKeys;
+  /** What the template's pods cannot start without, of the object; omitted: nothing (a dialect that does not say). */
+  required?: Requirement;
 }
 
 /** Whether the data check reads the item's object, and why. */
@@ -131,6 +133,17 @@ export interface DataOutcome {
   metadataOnly?: { from: string; to: string };
   /** A bump held back: only data keys the template does not read changed (`keys`). */
   unread?: { from: string; to: string; keys: string[] };
+  /** A bump held back: the new data lacks `keys`, which the pods cannot start without. */
+  missingKeys?: { from: string; to: string; keys: string[] };
+}
+
+/**
+ * The required keys a bump's new data lacks (sorted); empty when none, or when the digests are
+ * folded into one and name no key (then the bump rolls: nothing can be told).
+ */
+export function lackedKeys(item: DataCheckItem, digests: Record<string, string>): string[] {
+  if (!item.required || Object.hasOwn(digests, ALL_KEYS)) return [];
+  return missingKeys(item.required, Object.keys(digests));
 }
 
 /** The item's outcome from its step and the read it called for (undefined: none, or the read failed: the plan stands). */
@@ -155,9 +168,12 @@ export function dataOutcome(item: DataCheckItem, step: DataStep, read: DigestRea
         case 'unread':
           return { value: step.stored, record: verdict.record, unread: { from: step.stored, to: verdict.record.version, keys: verdict.keys } };
         case 'changed':
-          return { value: verdict.value, record: verdict.record, keys: verdict.keys };
-        case 'unknown':
-          return { value: verdict.value, record: verdict.record };
+        case 'unknown': {
+          // a bump into data that lacks a key the pods require would roll them into CreateContainerConfigError: the stored version and its record stay
+          const lacked = lackedKeys(item, verdict.record.digests);
+          if (lacked.length > 0) return { value: step.stored, ...(record ? { record } : {}), missingKeys: { from: step.stored, to: verdict.value, keys: lacked } };
+          return verdict.kind === 'changed' ? { value: verdict.value, record: verdict.record, keys: verdict.keys } : { value: verdict.value, record: verdict.record };
+        }
       }
     }
   }

@@ -100,6 +100,8 @@ export function restarterMutator(deps: RestarterMutatorDeps): Mutator {
       // a new object's template may carry another set's values (a copy): only those of the objects the caches know stand
       stored: old ? oldTemplate?.metadata?.annotations : ownObjectsOnly(current, namespace, deps.lookup, dialect),
       storedAt: old?.metadata?.resourceVersion,
+      // a new set's pods cannot start without a required object either way; an UPDATE keeps the version its pods run with
+      holdMissing: old !== undefined,
       lookup: deps.lookup,
       cacheProgress: deps.cacheProgress ? (kind) => deps.cacheProgress!(kind, namespace) : undefined,
     });

@@ -15,12 +15,14 @@ import {
   ROLLGUARD_DIALECT,
   annotationChanges,
   dialectOf,
+  holdForMissing,
   planAnnotations,
   readKeysFor,
   type AnnotationChange,
   type DesiredAnnotation,
   type Dialect,
   type HeldBack,
+  type MissingReference,
   type ObjectVersion,
   type VersionLookup,
 } from './annotations.js';
@@ -47,8 +49,12 @@ export const REASON_RESTARTS_DEFERRED = 'RestartsDeferred';
 export const REASON_VERSION_HELD = 'VersionHeldBack';
 export const REASON_FOREIGN_VERSION = 'ForeignVersion';
 export const REASON_WRITE_INVALID = 'WriteInvalid';
+/** Warning Event reason: a required object or key is gone, and the set is not restarted into pods that cannot start. */
+export const REASON_REFERENCE_MISSING = 'ReferenceMissing';
+/** Event reason: what a ReferenceMissing Warning named is back. */
+export const REASON_REFERENCE_RESTORED = 'ReferenceRestored';
 /** The restarter_warnings metric's reasons (a closed set). */
-export type RestarterWarning = 'cache_lag' | 'foreign_version' | 'invalid';
+export type RestarterWarning = 'cache_lag' | 'foreign_version' | 'invalid' | 'reference_missing';
 
 /** A hold on a lagging cache that lasts this long is told with a Warning (and goes on: the cache is the truth to come). */
 const HOLD_WARNING_AFTER_MS = 30_000;
@@ -127,6 +133,8 @@ interface Plan {
   desired: DesiredAnnotation[];
   changes: AnnotationChange[];
   heldBack: HeldBack[];
+  /** Required objects and keys that are gone, their stored versions kept. */
+  missing: MissingReference[];
   /** FROZEN_ANNOTATION as it should be; undefined when it is right already. */
   frozen?: string | null;
   /** DIGESTS_ANNOTATION as it should be; undefined when it is right already. */
@@ -158,16 +166,25 @@ export function patchReason(current: Record<string, string> | undefined, changes
   return REASON_REFERENCES_REMOVED;
 }
 
-/** The plan with the freshly read versions of held-back references taken as they are (they are the truth). */
+/**
+ * The plan with the freshly read versions of held-back references taken as they are (they are the
+ * truth); one the fresh read shows gone while the pods require it keeps its stored version, missing.
+ */
 function withFreshVersions(plan: Plan, fresh: Map<string, ObjectVersion | undefined>): Plan {
+  const required = plan.dialect.requirements?.(plan.set.spec?.template);
+  const missing = [...plan.missing];
   const desired = plan.desired.map((d) => {
     const id = `${d.kind}/${d.name}`;
     if (!fresh.has(id)) return d;
     const version = fresh.get(id);
+    if (!version && holdForMissing(d.value, required?.get(id), undefined)) {
+      missing.push({ key: d.key, kind: d.kind, name: d.name, stored: d.value });
+      return d;
+    }
     return { ...d, value: version ? `${version.uid}/${version.resourceVersion}` : plan.dialect.missing };
   });
   const heldBack = plan.heldBack.filter((h) => !fresh.has(`${h.kind}/${h.name}`));
-  return { ...plan, desired, changes: annotationChanges(plan.set.spec?.template?.metadata?.annotations, desired, plan.dialect), heldBack };
+  return { ...plan, desired, missing, changes: annotationChanges(plan.set.spec?.template?.metadata?.annotations, desired, plan.dialect), heldBack };
 }
 
 function lastRestartOf(set: Workload): number | undefined {
@@ -200,6 +217,8 @@ export class RestarterReconciler implements Reconciler {
   private readonly deferred = new Set<string>();
   /** Workloads told that a feature they ask for is StatefulSets only: what was told, so that it is told once, not with every rollout. */
   private readonly toldUnsupported = new Map<string, string>();
+  /** Workloads warned that a required object or key is gone: what was told, so that it is told once, and its return told. */
+  private readonly toldMissing = new Map<string, { text: string; what: string; uid: string }>();
   private readonly now: () => Date;
   /** The digest key id last seen; a record under another one is re-keyed (a rotation). */
   private keyId?: string;
@@ -209,8 +228,9 @@ export class RestarterReconciler implements Reconciler {
   }
 
   /** How many workloads each per-workload map holds; for /status (`memory`). */
-  memory(): { lag_since: number; held_since: number; in_doubt: number; deferred: number; told_unsupported: number } {
+  memory(): { lag_since: number; held_since: number; in_doubt: number; deferred: number; told_unsupported: number; told_missing: number } {
     return {
+      told_missing: this.toldMissing.size,
       lag_since: this.lagSince.size,
       held_since: this.heldSince.size,
       in_doubt: this.inDoubt.size,
@@ -237,14 +257,19 @@ export class RestarterReconciler implements Reconciler {
     const set = this.enabledSet(kind, namespace, name);
     if (!set) {
       this.toldUnsupported.delete(ref.key);
+      this.toldMissing.delete(ref.key);
       return this.forget(ref);
     }
     await this.tellUnsupported(ref, set);
     await this.settleInDoubt(ref, set);
     if (set.metadata?.annotations?.[RESTART_REASON_ANNOTATION] !== undefined) return this.explainAdmission(ref, set);
 
-    let plan = this.plan(kind, set);
-    if (!plan) return this.forget(ref);
+    const planned = this.plan(kind, set);
+    let plan = planned.plan;
+    if (!plan) {
+      await this.tellMissing(ref, set, planned.missing);
+      return this.forget(ref);
+    }
     let fromTheFuture: Map<string, ObjectVersion | undefined> | undefined;
     if (plan.heldBack.length > 0) {
       fromTheFuture = await this.readHeldBack(ref, plan);
@@ -254,6 +279,7 @@ export class RestarterReconciler implements Reconciler {
     this.lagSince.delete(ref.key);
     this.heldSince.delete(ref.key);
     plan = await this.checkData(ref, plan);
+    await this.tellMissing(ref, plan.set, plan.missing);
     if (plan.changes.length === 0) return this.writeFrozen(ref, plan);
 
     const wait = this.floorWait(plan.set);
@@ -262,7 +288,7 @@ export class RestarterReconciler implements Reconciler {
     await deps.restartLimiter.take(signal);
     // The wait for a turn may have been long: plan again from what the caches hold now.
     const fresh = this.enabledSet(kind, namespace, name);
-    let again = fresh ? this.plan(kind, fresh) : undefined;
+    let again = fresh ? this.plan(kind, fresh).plan : undefined;
     if (!again) return {};
     if (fromTheFuture && again.heldBack.length > 0) again = withFreshVersions(again, fromTheFuture);
     if (again.heldBack.length > 0) return { requeueAfterMs: 0 };
@@ -281,6 +307,7 @@ export class RestarterReconciler implements Reconciler {
     this.deferred.delete(key);
     this.inDoubt.delete(key);
     this.toldUnsupported.delete(key);
+    this.toldMissing.delete(key);
   }
 
   private forget(ref: WorkloadRef): RestarterReconcileResult {
@@ -316,7 +343,7 @@ export class RestarterReconciler implements Reconciler {
     return dialectOf(this.deps.dialects ?? [ROLLGUARD_DIALECT], set.metadata?.labels, kind);
   }
 
-  private plan(kind: WorkloadKind, set: Workload): Plan | undefined {
+  private plan(kind: WorkloadKind, set: Workload): { plan?: Plan; missing: MissingReference[] } {
     const namespace = set.metadata?.namespace ?? '';
     const dialect = this.dialectOf(kind, set) ?? ROLLGUARD_DIALECT;
     const result = planAnnotations({
@@ -335,8 +362,8 @@ export class RestarterReconciler implements Reconciler {
     const frozen = wantFrozen === haveFrozen ? undefined : wantFrozen;
     // where a write of the workload's own annotations is a new generation, records wait for a template write
     const records = !annotationWritesBumpGeneration(kind) && this.mayNeedRecords(set, result.desired, dialect);
-    if (changes.length === 0 && frozen === undefined && result.heldBack.length === 0 && !records) return undefined;
-    return { set, dialect, desired: result.desired, changes, heldBack: result.heldBack, frozen };
+    if (changes.length === 0 && frozen === undefined && result.heldBack.length === 0 && !records) return { missing: result.missing };
+    return { plan: { set, dialect, desired: result.desired, changes, heldBack: result.heldBack, missing: result.missing, frozen }, missing: result.missing };
   }
 
   /**
@@ -361,6 +388,11 @@ export class RestarterReconciler implements Reconciler {
       const read = await this.deps.readFresh(held.kind, namespace, held.name);
       if (held.stored === ABSENT) {
         fresh.set(`${held.kind}/${held.name}`, read.version);
+        continue;
+      }
+      if (!read.version && holdForMissing(held.stored, plan.dialect.requirements?.(plan.set.spec?.template)?.get(`${held.kind}/${held.name}`), undefined)) {
+        // deleted while this cache lagged, and the pods require it: kept, told as missing (withFreshVersions)
+        fresh.set(`${held.kind}/${held.name}`, undefined);
         continue;
       }
       const revision = numericResourceVersion(read.revision);
@@ -566,13 +598,19 @@ export class RestarterReconciler implements Reconciler {
     const template = plan.set.spec?.template?.metadata?.annotations ?? {};
     const records = parseDigestRecords(plan.set.metadata?.annotations);
     const readsOf = readKeysFor(plan.dialect, plan.set.spec?.template);
-    const items: DataCheckItem[] = plan.desired.map((planned) => ({
-      planned,
-      stored: Object.hasOwn(template, planned.key) ? template[planned.key] : undefined,
-      record: records.get(planned.key),
-      reads: readsOf(planned.kind, planned.name),
-    }));
+    const required = plan.dialect.requirements?.(plan.set.spec?.template);
+    const items: DataCheckItem[] = plan.desired.map((planned) => {
+      const requirement = required?.get(`${planned.kind}/${planned.name}`);
+      return {
+        planned,
+        stored: Object.hasOwn(template, planned.key) ? template[planned.key] : undefined,
+        record: records.get(planned.key),
+        reads: readsOf(planned.kind, planned.name),
+        ...(requirement ? { required: requirement } : {}),
+      };
+    });
     const outcomes: DataOutcome[] = [];
+    const missing = [...plan.missing];
     for (const item of items) {
       const step = dataStep(item, plan.dialect, currentKeyId, () => this.cachedAt(item.planned, namespace, item.record, item.reads ?? 'all'));
       const outcome = dataOutcome(item, step, step.read ? await readData(item.planned) : undefined, currentKeyId);
@@ -591,9 +629,13 @@ export class RestarterReconciler implements Reconciler {
           `${describeWorkload(ref)}: ${kind} ${name} changed ${keys.length === 1 ? 'key' : 'keys'} ${keys.join(', ')} (${from} → ${to}), and the template reads ${read}; no restart`,
         );
       }
+      if (outcome.missingKeys) {
+        const { kind, name, key } = item.planned;
+        missing.push({ key, kind, name, stored: outcome.missingKeys.from, keys: outcome.missingKeys.keys });
+      }
       outcomes.push(outcome);
     }
-    return { ...plan, ...checkedPlan(items, outcomes, template, plan.set.metadata?.annotations?.[DIGESTS_ANNOTATION] ?? null, plan.dialect) };
+    return { ...plan, missing, ...checkedPlan(items, outcomes, template, plan.set.metadata?.annotations?.[DIGESTS_ANNOTATION] ?? null, plan.dialect) };
   }
 
   /**
@@ -616,6 +658,30 @@ export class RestarterReconciler implements Reconciler {
     await this.deps.events.record(eventSubject(ref, set, patched), { type: 'Normal', reason: REASON_CONFIG_CHANGED, message, action: PATCH_ACTION });
     // the set is queued again by its own watch event: its other annotations are looked at then
     return {};
+  }
+
+  /**
+   * A required object or key that is gone holds the set at the version its pods run with: a
+   * Warning once per state (what is missing), the metric with it; a Normal Event once it is all back.
+   */
+  private async tellMissing(ref: WorkloadRef, set: Workload, missing: readonly MissingReference[]): Promise<void> {
+    const uid = set.metadata?.uid ?? '';
+    const told = this.toldMissing.get(ref.key);
+    if (missing.length === 0) {
+      if (!told) return;
+      this.toldMissing.delete(ref.key);
+      if (told.uid !== uid) return;
+      const message = `Back: ${told.what}; nothing was restarted for it`;
+      this.deps.logger.info({ workload: ref.key }, `${describeWorkload(ref)}: ${message}`);
+      await this.deps.events.record(eventSubject(ref, set), { type: 'Normal', reason: REASON_REFERENCE_RESTORED, message, action: PATCH_ACTION });
+      return;
+    }
+    const { text, what } = missingText(missing);
+    if (told?.text === text && told.uid === uid) return;
+    this.toldMissing.set(ref.key, { text, what, uid });
+    this.deps.metrics.restarterWarnings.inc({ reason: 'reference_missing' satisfies RestarterWarning });
+    this.deps.logger.warn({ workload: ref.key, missing }, `${describeWorkload(ref)}: ${text}`);
+    await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_REFERENCE_MISSING, message: text, action: 'Hold' });
   }
 
   /**
@@ -662,6 +728,18 @@ export class RestarterReconciler implements Reconciler {
       throw new Error(`patching ${what} of ${describeWorkload(ref)}: ${errorText(err)}`, { cause: err });
     }
   }
+}
+
+/** The Warning's words for what is gone: each object or its keys, and that the set was not restarted. */
+export function missingText(missing: readonly MissingReference[]): { text: string; what: string } {
+  const sorted = [...missing].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  const what = sorted.map((m) => (m.keys === undefined ? `${m.kind} ${m.name}` : `${m.kind} ${m.name} ${m.keys.length === 1 ? 'key' : 'keys'} ${m.keys.join(', ')}`)).join('; ');
+  const parts = sorted.map((m) =>
+    m.keys === undefined
+      ? `${m.kind} ${m.name} is gone (template keeps ${m.stored})`
+      : `${m.kind} ${m.name} lacks ${m.keys.length === 1 ? 'key' : 'keys'} ${m.keys.join(', ')} (template keeps ${m.stored})`,
+  );
+  return { what, text: `${parts.join('; ')}; its pods cannot start without it (the reference is not optional), so the set was not restarted` };
 }
 
 function eventSubject(ref: WorkloadRef, set: Workload, patched?: Workload): EventSubject {

@@ -15,6 +15,8 @@ export interface Read {
   via: ReadVia;
   /** undefined: every key */
   keys?: string[];
+  /** `optional: true`: a pod starts without the object (or, for a key ref or `items`, without the key). */
+  optional?: boolean;
 }
 
 type Visit = (kind: ObjectKind, name: unknown, read: Read) => void;
@@ -34,21 +36,26 @@ function visitVolumes(volumes: unknown, visit: Visit, projected: boolean): void 
   for (const volume of arrayOrEmpty(volumes)) {
     const configMap = field(volume, 'configMap');
     const secret = field(volume, 'secret');
-    visit('ConfigMap', field(configMap, 'name'), { via: 'volume', keys: itemKeys(configMap) });
-    visit('Secret', field(secret, 'secretName'), { via: 'volume', keys: itemKeys(secret) });
+    visit('ConfigMap', field(configMap, 'name'), { via: 'volume', keys: itemKeys(configMap), ...optionalOf(configMap) });
+    visit('Secret', field(secret, 'secretName'), { via: 'volume', keys: itemKeys(secret), ...optionalOf(secret) });
     if (!projected) continue;
     for (const source of arrayOrEmpty(field(field(volume, 'projected'), 'sources'))) {
       const projectedConfigMap = field(source, 'configMap');
       const projectedSecret = field(source, 'secret');
-      visit('ConfigMap', field(projectedConfigMap, 'name'), { via: 'projected volume', keys: itemKeys(projectedConfigMap) });
-      visit('Secret', field(projectedSecret, 'name'), { via: 'projected volume', keys: itemKeys(projectedSecret) });
+      visit('ConfigMap', field(projectedConfigMap, 'name'), { via: 'projected volume', keys: itemKeys(projectedConfigMap), ...optionalOf(projectedConfigMap) });
+      visit('Secret', field(projectedSecret, 'name'), { via: 'projected volume', keys: itemKeys(projectedSecret), ...optionalOf(projectedSecret) });
     }
   }
 }
 
+/** `optional: true` of a source; anything else (absent, false, a value of the wrong type) is required, as the kubelet reads it. */
+function optionalOf(source: unknown): { optional?: true } {
+  return field(source, 'optional') === true ? { optional: true } : {};
+}
+
 function keyRead(ref: unknown): Read {
   const key = field(ref, 'key');
-  return { via: 'env', keys: typeof key === 'string' ? [key] : [] };
+  return { via: 'env', keys: typeof key === 'string' ? [key] : [], ...optionalOf(ref) };
 }
 
 function visitContainers(containers: unknown, visit: Visit): void {
@@ -61,8 +68,8 @@ function visitContainers(containers: unknown, visit: Visit): void {
       visit('Secret', field(secretKeyRef, 'name'), keyRead(secretKeyRef));
     }
     for (const source of arrayOrEmpty(field(container, 'envFrom'))) {
-      visit('ConfigMap', field(field(source, 'configMapRef'), 'name'), { via: 'envFrom' });
-      visit('Secret', field(field(source, 'secretRef'), 'name'), { via: 'envFrom' });
+      visit('ConfigMap', field(field(source, 'configMapRef'), 'name'), { via: 'envFrom', ...optionalOf(field(source, 'configMapRef')) });
+      visit('Secret', field(field(source, 'secretRef'), 'name'), { via: 'envFrom', ...optionalOf(field(source, 'secretRef')) });
     }
   }
 }
@@ -140,4 +147,35 @@ export function readKeysChanged(changed: readonly string[], reads: ReadKeys): st
 /** The keys the template reads of each object it references, by `Kind/name`: referenceReads, with `all` where some read takes every key. */
 export function keysRead(template: unknown, options: { projected?: boolean } = {}): Map<string, ReadKeys> {
   return new Map(referenceReads(template, options).map((r) => [`${r.kind}/${r.name}`, r.keys ?? 'all']));
+}
+
+/**
+ * What a pod of the template cannot start without, of one object: the object itself (some read
+ * of it is not `optional: true`), and the keys that such reads name (a key ref, a volume's
+ * `items`). A pod whose required object or key is missing does not start
+ * (CreateContainerConfigError, or a volume that cannot mount).
+ */
+export interface Requirement {
+  object: boolean;
+  /** sorted */
+  keys: string[];
+}
+
+const NOTHING_REQUIRED: Requirement = { object: false, keys: [] };
+
+/** The template's requirements of each object it references, by `Kind/name`; an object it reads only optionally requires nothing. */
+export function requirements(template: unknown, options: { projected?: boolean } = {}): Map<string, Requirement> {
+  return new Map(
+    referenceReads(template, options).map((r) => {
+      const required = r.reads.filter((read) => read.optional !== true);
+      const keys = [...new Set(required.flatMap((read) => read.keys ?? []))].sort();
+      return [`${r.kind}/${r.name}`, required.length === 0 ? NOTHING_REQUIRED : { object: true, keys }];
+    }),
+  );
+}
+
+/** The keys of `required` that a data read without folding (`present`: its data keys) lacks, sorted. */
+export function missingKeys(required: Requirement, present: readonly string[]): string[] {
+  const have = new Set(present);
+  return required.keys.filter((key) => !have.has(key));
 }

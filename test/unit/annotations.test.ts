@@ -338,7 +338,8 @@ describe('planAnnotations', () => {
   it.each([
     // a lagging replica's cache does not know the object yet: absent must not replace the stored version
     { name: 'absent from a cache behind the stored version is held back', stored: 'u1/200', progress: '150', want: 'u1/200', held: true },
-    { name: 'absent from a cache past the stored version: the object was deleted', stored: 'u1/200', progress: '250', want: ABSENT, held: false },
+    // the object was deleted, and the template's envFrom requires it: no rollout into pods that cannot start
+    { name: 'absent from a cache past the stored version: a required object was deleted, the version kept', stored: 'u1/200', progress: '250', want: 'u1/200', held: false },
     { name: 'a version older than the stored one, another uid: held back', stored: 'u1/200', cached: cached('100'), progress: '150', want: 'u1/200', held: true },
     { name: 'stored absent, a version newer than the workload: taken', stored: ABSENT, storedAt: '300', cached: cached('310'), progress: '310', want: 'u2/310', held: false },
     // a lagging cache may still hold a deleted object's last version: a fresh read decides
@@ -347,6 +348,22 @@ describe('planAnnotations', () => {
     const result = plan({ stored, cached: c, progress, storedAt });
     expect(result.desired.map((d) => d.value)).toEqual([want]);
     expect(result.heldBack.length > 0).toBe(held);
+  });
+
+  it('a deleted object that the pods require keeps its version and is listed missing; read optionally, it becomes absent', () => {
+    const gone = plan({ stored: 'u1/200', progress: '250' });
+    expect(gone.missing).toEqual([{ key, kind: 'ConfigMap', name: 'cfg', stored: 'u1/200' }]);
+    const optionalTemplate = { ...template, spec: { containers: [{ name: 'c', envFrom: [{ configMapRef: { name: 'cfg', optional: true } }] }] } };
+    const optional = planAnnotations({ namespace: 'ns', annotations: undefined, template: optionalTemplate, stored: { [key]: 'u1/200' }, lookup: () => undefined, cacheProgress: () => '250' });
+    expect(optional.desired.map((d) => d.value)).toEqual([ABSENT]);
+    expect(optional.missing).toEqual([]);
+    // one optional read and one required read of the same object: required
+    const both = { ...template, spec: { containers: [{ name: 'c', envFrom: [{ configMapRef: { name: 'cfg', optional: true } }], env: [{ name: 'A', valueFrom: { configMapKeyRef: { name: 'cfg', key: 'a' } } }] }] } };
+    expect(planAnnotations({ namespace: 'ns', annotations: undefined, template: both, stored: { [key]: 'u1/200' }, lookup: () => undefined }).desired.map((d) => d.value)).toEqual(['u1/200']);
+    // a CREATE holds nothing: a new set's pods cannot start either way
+    expect(planAnnotations({ namespace: 'ns', annotations: undefined, template, stored: { [key]: 'u1/200' }, lookup: () => undefined, holdMissing: false }).desired.map((d) => d.value)).toEqual([ABSENT]);
+    // absent stays absent, with nothing to tell
+    expect(plan({ stored: ABSENT, progress: '250' }).missing).toEqual([]);
   });
 
   it('freezes an ignored object at its stored value, also once it is gone, and tracks it again when it comes back unignored', () => {

@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { propertyRuns } from '../env/property-runs.js';
 import { STACKABLE_DIALECT } from '../../src/compat/stackable.js';
 import { ROLLGUARD_DIALECT, readKeysFor } from '../../src/restarter/annotations.js';
-import { baselineRecord, checkedPlan, dataOutcome, dataStep, judgeRead, needsBaseline, type DataCheckItem } from '../../src/restarter/data-check.js';
+import { baselineRecord, checkedPlan, dataOutcome, dataStep, judgeRead, lackedKeys, needsBaseline, type DataCheckItem } from '../../src/restarter/data-check.js';
+import { missingKeys, requirements } from '../../src/restarter/references.js';
 import type { DigestRead } from '../../src/restarter/digest-reader.js';
 import { MAX_NAMED_KEYS, dataDigests, knownEquivalent, recordCovers, type DigestRecord } from '../../src/restarter/digests.js';
 
@@ -268,6 +269,90 @@ describe('only the keys a pod reads, as a property', () => {
         });
       }),
       propertyRuns(1000),
+    );
+  });
+});
+
+describe('a required key deleted', () => {
+  const KEY = Buffer.from('missing-keys-key');
+  const planned = { key: 'configmap.rollguard.io/app', kind: 'ConfigMap' as const, name: 'app', value: 'u/11' };
+  const digestsOf = (data: Record<string, string>) => dataDigests('ConfigMap', { data }, KEY);
+  const record: DigestRecord = { version: 'u/10', keyId: 'k1', digests: digestsOf({ a: '1', b: '2' }) };
+  const item = (required?: { object: boolean; keys: string[] }): DataCheckItem => ({ planned, stored: 'u/10', record, reads: ['a'], ...(required ? { required } : {}) });
+  const step = { read: true, why: 'bump', stored: 'u/10' } as const;
+
+  it('a bump into data that lacks a key a non-optional key ref reads keeps the stored version and its record', () => {
+    const outcome = dataOutcome(item({ object: true, keys: ['a'] }), step, read('u/11', { k1: digestsOf({ b: '2' }) }), 'k1');
+    expect(outcome).toEqual({ value: 'u/10', record, missingKeys: { from: 'u/10', to: 'u/11', keys: ['a'] } });
+  });
+
+  it('read optionally (nothing required), the same bump rolls', () => {
+    const outcome = dataOutcome(item({ object: false, keys: [] }), step, read('u/11', { k1: digestsOf({ b: '2' }) }), 'k1');
+    expect(outcome.value).toBe('u/11');
+    expect(outcome.missingKeys).toBeUndefined();
+  });
+
+  it('the key back with its value: the record says the same data, nothing rolls', () => {
+    const outcome = dataOutcome(item({ object: true, keys: ['a'] }), step, read('u/12', { k1: digestsOf({ a: '1', b: '2' }) }), 'k1');
+    expect(outcome.value).toBe('u/10');
+    expect(outcome.missingKeys).toBeUndefined();
+  });
+
+  it('folded digests name no key: nothing can be told, the bump rolls', () => {
+    const many = Object.fromEntries(Array.from({ length: MAX_NAMED_KEYS + 1 }, (_, i) => [`k${i}`, 'v']));
+    expect(lackedKeys(item({ object: true, keys: ['a'] }), digestsOf(many))).toEqual([]);
+  });
+
+  it('requirements: a key ref or items name required keys unless optional; envFrom and whole volumes require the object alone', () => {
+    const template = {
+      spec: {
+        volumes: [
+          { name: 'v', configMap: { name: 'cm', items: [{ key: 'f', path: 'f' }] } },
+          { name: 'w', secret: { secretName: 's', optional: true } },
+          { name: 'p', projected: { sources: [{ configMap: { name: 'p', items: [{ key: 'x', path: 'x' }], optional: true } }] } },
+        ],
+        containers: [
+          {
+            name: 'c',
+            env: [
+              { name: 'A', valueFrom: { configMapKeyRef: { name: 'cm', key: 'a' } } },
+              { name: 'B', valueFrom: { configMapKeyRef: { name: 'cm', key: 'b', optional: true } } },
+              { name: 'C', valueFrom: { secretKeyRef: { name: 'opt', key: 'c', optional: true } } },
+            ],
+            envFrom: [{ configMapRef: { name: 'whole' } }, { secretRef: { name: 'maybe', optional: true } }],
+          },
+        ],
+      },
+    };
+    expect(Object.fromEntries(requirements(template))).toEqual({
+      'ConfigMap/cm': { object: true, keys: ['a', 'f'] },
+      'ConfigMap/p': { object: false, keys: [] },
+      'ConfigMap/whole': { object: true, keys: [] },
+      'Secret/maybe': { object: false, keys: [] },
+      'Secret/opt': { object: false, keys: [] },
+      'Secret/s': { object: false, keys: [] },
+    });
+  });
+
+  it('as a property: a bump is held back exactly when a required key is missing from the new data (named digests)', () => {
+    const NAMES = ['a', 'b', 'c'];
+    const data = fc.dictionary(fc.constantFrom(...NAMES), fc.constantFrom('0', '1'), { maxKeys: NAMES.length });
+    fc.assert(
+      fc.property(data, data, fc.subarray(NAMES), (from, to, requiredKeys) => {
+        const rec: DigestRecord = { version: 'u/10', keyId: 'k1', digests: digestsOf(from) };
+        const it0: DataCheckItem = { planned, stored: 'u/10', record: rec, reads: 'all', required: { object: true, keys: requiredKeys } };
+        const outcome = dataOutcome(it0, step, read('u/11', { k1: digestsOf(to) }), 'k1');
+        const lacked = missingKeys({ object: true, keys: requiredKeys }, Object.keys(to));
+        const changed = JSON.stringify(Object.entries(from).sort()) !== JSON.stringify(Object.entries(to).sort());
+        if (lacked.length > 0 && changed) {
+          expect(outcome.value).toBe('u/10');
+          expect(outcome.missingKeys?.keys).toEqual(lacked);
+        } else {
+          expect(outcome.missingKeys).toBeUndefined();
+          expect(outcome.value).toBe(changed ? 'u/11' : 'u/10');
+        }
+      }),
+      propertyRuns(500),
     );
   });
 });

@@ -140,6 +140,13 @@ describe('explainWorkload: the state of one workload, from what a reader found',
     expect(e.timing).toEqual({ recorded: true, rules: { debounceMs: 5_000, minRestartIntervalMs: 60_000, maxRestartsPerSecond: 5, rolloutMinStepIntervalMs: 10_000, rolloutMinReadyMs: 0 } });
   });
 
+  it('missing: a required object deleted keeps its version; no restart is due', () => {
+    const e = explainWorkload(facts(set(), { objects: [{ kind: 'ConfigMap', name: 'app', status: 'absent' }] }));
+    expect(e.references[0]).toMatchObject({ state: 'missing', template: `${CM_UID}/100`, current: 'absent' });
+    expect(e.references[0]!.why).toContain('cannot start without it');
+    expect(e.next.some((n) => n.cause === 'debounce')).toBe(false);
+  });
+
   it('ignored: the object is labelled rollguard.io/ignore and moved on; nothing is pending', () => {
     const e = explainWorkload(facts(set({ annotations: { 'rollguard.io/frozen': 'ConfigMap/app' } }), { objects: [cm('180', 20, { 'rollguard.io/ignore': 'true' })] }));
     expect(e.state).toBe('ignored');

@@ -188,14 +188,45 @@ describe('RestarterReconciler', () => {
     expect(next.events, 'a StatefulSet may ask for it').toEqual([]);
   });
 
+  it('a required object deleted: no patch, one ReferenceMissing Warning across reconciles; its return is told once', async () => {
+    const known: Record<string, ObjectVersion> = { 'Secret/creds': versions['Secret/creds'] };
+    const h = harness({ cached: set({ [CM]: 'u1/845', [SECRET]: 'u2/3' }), versions: known, progress: '1000' });
+    await h.reconciler.reconcile('StatefulSet/ns/web', signal);
+    await h.reconciler.reconcile('StatefulSet/ns/web', signal);
+    expect(h.patches).toEqual([]);
+    expect(h.events).toEqual([
+      'StatefulSet ns/web@100 Warning ReferenceMissing: ConfigMap app is gone (template keeps u1/845); its pods cannot start without it (the reference is not optional), so the set was not restarted',
+    ]);
+    expect((await h.metrics.restarterWarnings.get()).values).toEqual([expect.objectContaining({ labels: { reason: 'reference_missing' }, value: 1 })]);
+    expect(h.reconciler.memory().told_missing).toBe(1);
+    // re-created (no data check here: the bump rolls, and the return is told)
+    known['ConfigMap/app'] = { uid: 'u3', resourceVersion: '900', ignored: false };
+    await h.reconciler.reconcile('StatefulSet/ns/web', signal);
+    expect(h.events.slice(1)).toEqual([
+      'StatefulSet ns/web@100 Normal ReferenceRestored: Back: ConfigMap app; nothing was restarted for it',
+      'StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app was recreated (uid u1 → u3, resourceVersion 845 → 900)',
+    ]);
+    expect(h.reconciler.memory().told_missing).toBe(0);
+  });
+
+  it('a required object deleted while the cache lags behind the stored version: a fresh read that finds it gone keeps the version, Warning ReferenceMissing, not ForeignVersion', async () => {
+    const h = harness({ cached: set({ [CM]: 'u1/845', [SECRET]: 'u2/3' }), versions: { 'Secret/creds': versions['Secret/creds'] }, progress: '800', fresh: { version: undefined, revision: '950' } });
+    await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ requeueAfterMs: 250 });
+    h.advance(6_000);
+    await h.reconciler.reconcile('StatefulSet/ns/web', signal);
+    expect(h.freshReads()).toBe(1);
+    expect(h.patches).toEqual([]);
+    expect(h.events).toEqual([expect.stringContaining('Warning ReferenceMissing: ConfigMap app is gone (template keeps u1/845)')]);
+  });
+
   it('keeps nothing about a workload once it is gone: forgetWorkload drops what it was told', async () => {
     const cached = set({ [CM]: 'u1/845', [SECRET]: 'u2/3' });
     cached.metadata = { ...cached.metadata, annotations: { 'rollguard.io/rollout': 'health-gated' } };
     const h = harness({ cached, versions });
     await h.reconciler.reconcile('Deployment/ns/web', signal);
-    expect(h.reconciler.memory()).toEqual({ lag_since: 0, held_since: 0, in_doubt: 0, deferred: 0, told_unsupported: 1 });
+    expect(h.reconciler.memory()).toEqual({ lag_since: 0, held_since: 0, in_doubt: 0, deferred: 0, told_unsupported: 1, told_missing: 0 });
     h.reconciler.forgetWorkload('Deployment/ns/web');
-    expect(h.reconciler.memory()).toEqual({ lag_since: 0, held_since: 0, in_doubt: 0, deferred: 0, told_unsupported: 0 });
+    expect(h.reconciler.memory()).toEqual({ lag_since: 0, held_since: 0, in_doubt: 0, deferred: 0, told_unsupported: 0, told_missing: 0 });
     // one of that name made again is told again
     await h.reconciler.reconcile('Deployment/ns/web', signal);
     expect(h.events.filter((e) => e.includes('UnsupportedForKind'))).toHaveLength(2);

@@ -84,6 +84,29 @@ describe('restarterMutator on UPDATE', () => {
   });
 });
 
+describe('restarterMutator and a deleted referenced object', () => {
+  const gone = restarterMutator({ cachesSynced: true, lookup: () => undefined, cacheProgress: () => '400' });
+
+  it('an owner\'s template change while a required object is gone keeps the version the pods run with, and names no restart', () => {
+    const old = set({ value: 'cm-uid/208' });
+    const upgraded = set({ value: 'cm-uid/208', image: 'web:2' });
+    const patched = apply(upgraded, gone(update(upgraded, old), upgraded));
+    expect(templateValue(patched)).toBe('cm-uid/208');
+    expect(setAnnotations(patched)[RESTART_REASON_ANNOTATION]).toBeUndefined();
+  });
+
+  it('read with optional: true, the change takes absent (its pods start without the object)', () => {
+    const optional = (s: Json): Json => {
+      const copy = structuredClone(s);
+      ((copy.spec as Json).template as { spec: { containers: { envFrom: unknown }[] } }).spec.containers[0]!.envFrom = [{ configMapRef: { name: 'app-config', optional: true } }];
+      return copy;
+    };
+    const old = optional(set({ value: 'cm-uid/208' }));
+    const upgraded = optional(set({ value: 'cm-uid/208', image: 'web:2' }));
+    expect(templateValue(apply(upgraded, gone(update(upgraded, old), upgraded)))).toBe('absent');
+  });
+});
+
 describe('restarterMutator and the digest record', () => {
   const mutate = restarterMutator({ cachesSynced: true, lookup, cacheProgress: () => '400' });
   const record = (v: string): Record<string, string> => ({ 'rollguard.io/digests': JSON.stringify({ [KEY]: { v, k: 'k1', d: { a: '0123456789abcdef' } } }) });
