@@ -4,7 +4,6 @@ import os from 'node:os';
 import path from 'node:path';
 import {
   AdmissionregistrationV1Api,
-  ApiException,
   AppsV1Api,
   CoreV1Api,
   KubeConfig,
@@ -28,6 +27,7 @@ import { HEALTH_GATED_ANNOTATION, HEALTH_GATED_VALUE } from '../../src/rollout/d
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
 import { WANTED_REPLICAS_ANNOTATION } from '../../src/rollout/scale-down-hold.js';
 import { HANDOVER_ANNOTATE_ANNOTATION, PRIMARY_SELECTOR_ANNOTATION } from '../../src/handover/settings.js';
+import { refusal } from '../env/refusal.js';
 
 const ROLLGUARD_NAMESPACE = 'rollguard-system';
 
@@ -92,22 +92,6 @@ function grantsOf(rules: V1PolicyRule[]): Set<Grant> {
   return out;
 }
 
-/** The API server's message for a refused request; undefined when it went through. */
-async function refusal(write: () => Promise<unknown>): Promise<string | undefined> {
-  try {
-    await write();
-    return undefined;
-  } catch (err) {
-    if (!(err instanceof ApiException)) throw err;
-    const body = err.body as string | { message?: string } | undefined;
-    const text = typeof body === 'string' ? body : (body?.message ?? '');
-    try {
-      return `${err.code} ${(JSON.parse(text) as { message?: string }).message ?? text}`;
-    } catch {
-      return `${err.code} ${text}`;
-    }
-  }
-}
 
 // The test of record for deploy/'s RBAC and its fence: rollguard runs as its own service
 // account with only the roles and ValidatingAdmissionPolicies of deploy/base, does every kind

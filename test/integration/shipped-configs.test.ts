@@ -4,7 +4,6 @@ import os from 'node:os';
 import path from 'node:path';
 import {
   AdmissionregistrationV1Api,
-  ApiException,
   AppsV1Api,
   AuthenticationV1Api,
   CoordinationV1Api,
@@ -25,6 +24,7 @@ import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
 import { WANTED_REPLICAS_ANNOTATION } from '../../src/rollout/scale-down-hold.js';
 import { createNamespace, daemonSet, deployment, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
 import { waitFor, waitUntil } from '../env/wait.js';
+import { refusal } from '../env/refusal.js';
 
 // Issue 25, "every shipped configuration lets rollguard do its job": each kustomize overlay and
 // component of deploy/ and each documented Helm value set is rendered, its RBAC and fence are
@@ -123,22 +123,6 @@ const CONFIGS: Config[] = [
  */
 const rename = (text: string, to: string): string => text.replace(/\brollguard(?!-system)(?=[-'":,\]\s}]|$)/gm, to);
 
-/** The API server's answer to a write: undefined when it went through, else code and message. */
-async function refusal(write: () => Promise<unknown>): Promise<string | undefined> {
-  try {
-    await write();
-    return undefined;
-  } catch (err) {
-    if (!(err instanceof ApiException)) throw err;
-    const body = err.body as unknown;
-    const text = typeof body === 'string' ? body : JSON.stringify(body);
-    try {
-      return `${err.code} ${(JSON.parse(text) as { message?: string }).message ?? text}`;
-    } catch {
-      return `${err.code} ${text}`;
-    }
-  }
-}
 
 function narrowedTo(selector: V1LabelSelector | undefined): string[] | undefined {
   const exprs = selector?.matchExpressions ?? [];
