@@ -302,20 +302,29 @@ export class RestarterReconciler implements Reconciler {
    * follows (a replica that led once and leads no more; its next term's pass skips what is gone).
    */
   forgetWorkload(key: string): void {
-    this.lagSince.delete(key);
-    this.heldSince.delete(key);
-    this.deferred.delete(key);
-    this.inDoubt.delete(key);
+    this.forgetPending(key);
     this.toldUnsupported.delete(key);
     this.toldMissing.delete(key);
   }
 
   private forget(ref: WorkloadRef): RestarterReconcileResult {
-    this.lagSince.delete(ref.key);
-    this.heldSince.delete(ref.key);
-    this.deferred.delete(ref.key);
-    this.inDoubt.delete(ref.key);
+    this.forgetPending(ref.key);
     return {};
+  }
+
+  /** What a workload's next write waits on (a lagging cache, a deferral, a write in doubt); what it was told stays. */
+  private forgetPending(key: string): void {
+    this.lagSince.delete(key);
+    this.heldSince.delete(key);
+    this.deferred.delete(key);
+    this.inDoubt.delete(key);
+  }
+
+  /** One Warning of the restarter's: counted, logged and recorded as an Event on the workload. */
+  private async warn(ref: WorkloadRef, set: Workload, w: { metric: RestarterWarning; reason: string; message: string; fields: Record<string, unknown>; action?: string }): Promise<void> {
+    this.deps.metrics.restarterWarnings.inc({ reason: w.metric });
+    this.deps.logger.warn({ workload: ref.key, ...w.fields }, `${describeWorkload(ref)}: ${w.message}`);
+    await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: w.reason, message: w.message, action: w.action ?? PATCH_ACTION });
   }
 
   /**
@@ -427,18 +436,14 @@ export class RestarterReconciler implements Reconciler {
     if (hold.told || now - hold.since < HOLD_WARNING_AFTER_MS) return;
     hold.told = true;
     const message = `${held.kind} ${held.name}: the template names ${held.stored}, which the API server has, but rollguard's cache has not shown for ${Math.round((now - hold.since) / 1000)} s (it shows ${held.candidate}); the set is not rolled until it does`;
-    this.deps.metrics.restarterWarnings.inc({ reason: 'cache_lag' satisfies RestarterWarning });
-    this.deps.logger.warn({ workload: ref.key, kind: held.kind, name: held.name, stored: held.stored, cached: held.candidate }, `${describeWorkload(ref)}: ${message}`);
-    await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_VERSION_HELD, message, action: PATCH_ACTION });
+    await this.warn(ref, set, { metric: 'cache_lag', reason: REASON_VERSION_HELD, message, fields: { kind: held.kind, name: held.name, stored: held.stored, cached: held.candidate } });
   }
 
   /** A template value that names a version the object never had: rewritten to the object's, and said so. */
   private async tellForeign(ref: WorkloadRef, set: Workload, held: HeldBack, version: ObjectVersion | undefined): Promise<void> {
     const now = version ? `${version.uid}/${version.resourceVersion}` : ABSENT;
     const message = `${held.kind} ${held.name}: the template names ${held.stored}, a version this object never had (copied from another namespace's or a restored set?); it is now ${now}, and the template is brought to it`;
-    this.deps.metrics.restarterWarnings.inc({ reason: 'foreign_version' satisfies RestarterWarning });
-    this.deps.logger.warn({ workload: ref.key, kind: held.kind, name: held.name, stored: held.stored, now }, `${describeWorkload(ref)}: ${message}`);
-    await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_FOREIGN_VERSION, message, action: PATCH_ACTION });
+    await this.warn(ref, set, { metric: 'foreign_version', reason: REASON_FOREIGN_VERSION, message, fields: { kind: held.kind, name: held.name, stored: held.stored, now } });
   }
 
   private floorWait(set: Workload): number {
@@ -679,9 +684,7 @@ export class RestarterReconciler implements Reconciler {
     const { text, what } = missingText(missing);
     if (told?.text === text && told.uid === uid) return;
     this.toldMissing.set(ref.key, { text, what, uid });
-    this.deps.metrics.restarterWarnings.inc({ reason: 'reference_missing' satisfies RestarterWarning });
-    this.deps.logger.warn({ workload: ref.key, missing }, `${describeWorkload(ref)}: ${text}`);
-    await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_REFERENCE_MISSING, message: text, action: 'Hold' });
+    await this.warn(ref, set, { metric: 'reference_missing', reason: REASON_REFERENCE_MISSING, message: text, fields: { missing }, action: 'Hold' });
   }
 
   /**
@@ -714,9 +717,7 @@ export class RestarterReconciler implements Reconciler {
       const invalid = denied ? [] : invalidFields(err);
       if (invalid.length > 0) {
         const message = `The API server refused the write of ${what} as invalid: ${invalid.map((f) => `${f.field}: ${f.message}`).join('; ')}; not retried until ${ref.kind} ${ref.name} changes`;
-        this.deps.metrics.restarterWarnings.inc({ reason: 'invalid' satisfies RestarterWarning });
-        this.deps.logger.warn({ workload: ref.key, fields: invalid.map((f) => f.field) }, `${describeWorkload(ref)}: ${message}`);
-        await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_WRITE_INVALID, message, action: PATCH_ACTION });
+        await this.warn(ref, set, { metric: 'invalid', reason: REASON_WRITE_INVALID, message, fields: { fields: invalid.map((f) => f.field) } });
         throw new InvalidWriteError(`${describeWorkload(ref)}: ${message}`, { cause: err });
       }
       if (isConflict(err)) {
