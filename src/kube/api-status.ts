@@ -11,7 +11,7 @@ export interface InvalidField {
 }
 
 /** The Status a failed call carried (client-node keeps its body as text), or undefined. */
-function statusBody(err: unknown): Record<string, unknown> | undefined {
+export function statusBody(err: unknown): Record<string, unknown> | undefined {
   const body = (err as { body?: unknown } | null)?.body;
   if (typeof body === 'object' && body !== null) return body as Record<string, unknown>;
   if (typeof body !== 'string') return undefined;

@@ -1,3 +1,5 @@
+import { statusBody } from './api-status.js';
+
 /** Event reason when an admission policy (rollguard's fence, or another) denied rollguard's own write. */
 export const REASON_WRITE_DENIED = 'WriteDenied';
 
@@ -14,15 +16,7 @@ const POLICY_DENIAL = /ValidatingAdmissionPolicy '[^']+'( with binding '[^']+')?
 export function policyDenial(err: unknown): string | undefined {
   const { code, body } = (err ?? {}) as { code?: unknown; body?: unknown };
   if (code !== FORBIDDEN && code !== UNPROCESSABLE) return undefined;
-  let message: unknown = body;
-  if (typeof body === 'string') {
-    try {
-      message = (JSON.parse(body) as { message?: unknown }).message;
-    } catch {
-      message = body;
-    }
-  } else if (typeof body === 'object' && body !== null) {
-    message = (body as { message?: unknown }).message;
-  }
+  const status = statusBody(err);
+  const message = status ? status.message : body;
   return typeof message === 'string' && POLICY_DENIAL.test(message) ? message : undefined;
 }
