@@ -233,8 +233,9 @@ export class FakeReplicatedApp {
     const candidate = this.candidate(body);
     switch (mode) {
       case 'ok':
-        if (candidate) await this.moveTo(candidate);
+        // recorded before the move: the role's label can reach a watcher before the patch's own answer returns here
         record.answered = candidate ? 200 : 412;
+        if (candidate) await this.moveTo(candidate);
         res.writeHead(record.answered, JSON_CONTENT).end(candidate ? `{"switched to":"${candidate}"}` : '{"error":"no good candidates"}');
         return;
       case 'fail':
