@@ -94,6 +94,12 @@ export function createMetrics(registry = new Registry()) {
       help: 'Version bumps not rolled because the data digest was unchanged (labels, annotations, a change and its revert)',
       registers: r,
     }),
+    updatedInPlace: new Counter({
+      name: 'rollguard_updated_in_place_total',
+      help: 'Data changes the running pods read from their mounted files (rollguard.io/reload: files), recorded without a restart, by kind of object and of workload',
+      labelNames: ['kind', 'workload_kind'],
+      registers: r,
+    }),
     reconcileDuration: new Histogram({
       name: 'rollguard_reconcile_duration_seconds',
       help: 'Time of one reconcile, by controller (restarter, rollout, pod-restarter)',

@@ -66,7 +66,7 @@ function seenByRollguard(workload: Workload, references: readonly ReferenceExpla
 }
 
 function upToDateSummary(references: readonly ReferenceExplanation[], lastRestart: Date | undefined): string {
-  const tracked = references.filter((r) => r.state === 'up-to-date' || r.state === 'metadata-only' || r.state === 'unread-keys').length;
+  const tracked = references.filter((r) => r.state === 'up-to-date' || r.state === 'metadata-only' || r.state === 'unread-keys' || r.state === 'in-place').length;
   const optedOut = references.filter((r) => r.state === 'ignored' || r.state === 'untracked');
   const parts = [references.length === 0 ? 'up to date: the template references no ConfigMap or Secret' : `up to date: the template names the current version of ${tracked} of ${references.length} references`];
   if (optedOut.length > 0) parts.push(`${optedOut.map((r) => `${r.kind} ${r.name}`).join(', ')} opted out: ${optedOut.length === 1 ? 'its' : 'their'} changes restart nothing`);

@@ -42,6 +42,8 @@ export type ReferenceState =
   | 'metadata-only'
   /** the object's data moved on only in keys no pod of the workload reads (rollguard's digest record): no restart */
   | 'unread-keys'
+  /** the object's data moved on in keys the pods read only from mounted files, updated in place (rollguard.io/reload: files): no restart */
+  | 'in-place'
   /** opted out (ignore label or annotation): frozen where it was, its changes restart nothing */
   | 'ignored'
   /** opted out before rollguard tracked it: never tracked */

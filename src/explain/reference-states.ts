@@ -114,7 +114,9 @@ export function referenceStates(input: {
     } else if (base.current !== base.template) {
       const record = records.get(annotation);
       const same = record && base.template !== undefined ? sameKeysSince(record, base.template) : undefined;
-      if (same) {
+      if (record?.inPlaceSince !== undefined) {
+        out.push({ ...base, state: 'in-place', why: `rollguard's digest record: the pods read ${record.version}'s data from their mounted files, served in place since ${record.inPlaceSince}`, ...changedAt });
+      } else if (same) {
         const keys = same.length === 0 ? 'no key read' : `the ${same.length === 1 ? 'key' : 'keys'} read (${same.join(', ')})`;
         out.push({ ...base, state: 'unread-keys', why: `rollguard's digest record: ${record!.version} holds the data of ${base.template} in ${keys}`, ...changedAt });
       } else {

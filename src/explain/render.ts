@@ -42,6 +42,7 @@ function referenceState(r: ReferenceExplanation): string {
   if (r.state === 'changed' || r.state === 'dropped') return `${r.state}${since}`;
   if (r.state === 'metadata-only') return `metadata only${since}, no restart`;
   if (r.state === 'unread-keys') return `changed${since} only in keys not read, no restart`;
+  if (r.state === 'in-place') return `changed${since}, served in place through mounted files, no restart`;
   if (r.why) return `${r.state}: ${r.why}`;
   return r.state;
 }

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { V1ObjectMeta, V1PodTemplateSpec } from '@kubernetes/client-node';
 import type { CachedVersion } from '../kube/metadata-cache.js';
 import { WORKLOAD_KINDS, type WorkloadKind } from '../kube/workloads.js';
-import { keysRead, referencedObjects, requirements, type Reference, type ObjectKind, type ReadKeys, type Requirement } from './references.js';
+import { keysRead, referencedObjects, requirements, restartKeys, type Reference, type ObjectKind, type ReadKeys, type Requirement } from './references.js';
 import { knownEquivalent, parseDigestRecords, type ObjectData } from './digests.js';
 import { ABSENT, numericResourceVersion, parseAnnotationValue, replaces } from './versions.js';
 
@@ -11,6 +11,9 @@ export const ENABLED_LABEL = 'rollguard.io/enabled';
 /** Label on a ConfigMap or Secret that keeps it from ever being tracked; value "true". */
 export const IGNORE_LABEL = 'rollguard.io/ignore';
 /** Annotations on a StatefulSet: comma-separated names that it does not track. */
+/** On a workload: `files` says its application re-reads its mounted files, so a change they alone carry restarts nothing. */
+export const RELOAD_ANNOTATION = 'rollguard.io/reload';
+export const RELOAD_FILES = 'files';
 export const IGNORE_CONFIGMAPS_ANNOTATION = 'rollguard.io/ignore-configmaps';
 export const IGNORE_SECRETS_ANNOTATION = 'rollguard.io/ignore-secrets';
 
@@ -154,6 +157,12 @@ export interface Dialect {
    * instead of rolling into pods that cannot start. Omitted: nothing is held (every deletion rolls).
    */
   requirements?(template: unknown): Map<string, Requirement>;
+  /**
+   * The keys the template reads of each object where a running pod never sees a change (env,
+   * envFrom, a `subPath` mount), by `Kind/name` (references.ts restartKeys). Omitted: the dialect
+   * serves nothing in place, whatever the workload says.
+   */
+  restartKeys?(template: unknown): Map<string, ReadKeys>;
   /** The names the workload's own annotations opt out, per kind. */
   ignoredNames(annotations: Record<string, string> | undefined): Record<ObjectKind, Set<string>>;
   /** The value of a reference whose object does not exist. */
@@ -179,6 +188,7 @@ export const ROLLGUARD_DIALECT: Dialect = {
   references: referencedObjects,
   keysRead: (template) => keysRead(template),
   requirements: (template) => requirements(template),
+  restartKeys: (template) => restartKeys(template),
   ignoredNames: (annotations) => ({
     ConfigMap: ignoredNames(annotations, IGNORE_CONFIGMAPS_ANNOTATION),
     Secret: ignoredNames(annotations, IGNORE_SECRETS_ANNOTATION),

@@ -10,6 +10,8 @@ export type DataVerdict =
   | { kind: 'same'; record: DigestRecord }
   /** The data of keys the template reads changed (those keys named, or null when they cannot be): write `value`, record `record`. */
   | { kind: 'changed'; value: string; keys: string[] | null; record: DigestRecord }
+  /** Only keys the template reads through volumes the kubelet updates in place changed (`keys`, null when not nameable), and the set re-reads its files: keep `stored`, record `record` (its `inPlaceSince`). */
+  | { kind: 'in-place'; value: string; keys: string[] | null; record: DigestRecord }
   /** Only keys the template does not read changed (`keys`): keep `stored`, record `record` (its `sameKeys` the keys read). */
   | { kind: 'unread'; keys: string[]; record: DigestRecord }
   /** Nothing recorded to compare with: the usual bump to `value`, and from now on `record`. */
@@ -20,6 +22,29 @@ export type DataVerdict =
 function rv(value: string): bigint | undefined {
   const parsed = parseAnnotationValue(value);
   return parsed.kind === 'version' ? parsed.resourceVersion : undefined;
+}
+
+function uidOf(value: string): string | undefined {
+  const parsed = parseAnnotationValue(value);
+  return parsed.kind === 'version' ? parsed.uid : undefined;
+}
+
+/** The record's in-place mark, while it is ahead of `stored` (a restart since read everything fresh). */
+function inPlaceMark(record: DigestRecord, stored: string): { inPlaceSince?: string } {
+  const since = record.inPlaceSince === undefined ? undefined : rv(record.inPlaceSince);
+  const from = rv(stored);
+  return since !== undefined && from !== undefined && since > from ? { inPlaceSince: record.inPlaceSince! } : {};
+}
+
+/**
+ * Whether a change of `keys` (null: not nameable) reaches the pods in place: the set re-reads its
+ * files (`restartReads` given: the keys it reads where a running pod never sees a change), none of
+ * those keys changed, the object is the same one (a re-created object restarts) and not immutable.
+ */
+function servedInPlace(keys: readonly string[] | null, restartReads: ReadKeys | undefined, stored: string, read: DigestRead): boolean {
+  if (restartReads === undefined || restartReads === 'all' || read.immutable) return false;
+  if (uidOf(stored) === undefined || uidOf(stored) !== uidOf(read.version)) return false;
+  return keys === null ? restartReads.length === 0 : !keys.some((key) => restartReads.includes(key));
 }
 
 /**
@@ -37,6 +62,7 @@ export function judgeRead(
   read: DigestRead,
   currentKeyId: string,
   reads: ReadKeys = 'all',
+  restartReads?: ReadKeys,
 ): DataVerdict {
   const readAt = rv(read.version);
   const plannedAt = rv(planned);
@@ -48,13 +74,15 @@ export function judgeRead(
   if (sameDigests(before, record.digests)) {
     const newest = rv(record.version)! >= readAt ? record.version : read.version;
     const same = sameKeysSince(record, stored);
-    return { kind: 'same', record: { ...fresh, version: newest, ...(same ? { sameKeys: same } : {}) } };
+    return { kind: 'same', record: { ...fresh, version: newest, ...(same ? { sameKeys: same } : {}), ...inPlaceMark(record, stored) } };
   }
   const changed = changedKeys(record.digests, before);
-  if (changed === undefined) return { kind: 'changed', value: read.version, keys: null, record: fresh };
-  const readChanged = readKeysChanged(changed, reads);
-  if (readChanged.length === 0 && reads !== 'all') {
-    return { kind: 'unread', keys: changed, record: { ...fresh, sameKeys: [...new Set(reads)].sort() } };
+  const readChanged = changed === undefined ? null : readKeysChanged(changed, reads);
+  if (changed !== undefined && readChanged!.length === 0 && reads !== 'all') {
+    return { kind: 'unread', keys: changed, record: { ...fresh, sameKeys: [...new Set(reads)].sort(), ...inPlaceMark(record, stored) } };
+  }
+  if (servedInPlace(readChanged, restartReads, stored, read)) {
+    return { kind: 'in-place', value: read.version, keys: readChanged, record: { ...fresh, inPlaceSince: inPlaceMark(record, stored).inPlaceSince ?? read.version } };
   }
   return { kind: 'changed', value: read.version, keys: readChanged, record: fresh };
 }
@@ -71,7 +99,7 @@ export function baselineRecord(stored: string, record: DigestRecord | undefined,
   if (!current || readAt === undefined) return undefined;
   if (recordCovers(record, stored, reads)) {
     const same = sameKeysSince(record, stored);
-    return readAt <= rv(record.version)! ? { version: record.version, keyId: currentKeyId, digests: current, ...(same ? { sameKeys: same } : {}) } : undefined;
+    return readAt <= rv(record.version)! ? { version: record.version, keyId: currentKeyId, digests: current, ...(same ? { sameKeys: same } : {}), ...inPlaceMark(record, stored) } : undefined;
   }
   return read.version === stored ? { version: stored, keyId: currentKeyId, digests: current } : undefined;
 }
@@ -94,6 +122,11 @@ export interface DataCheckItem {
   reads?: ReadKeys;
   /** What the template's pods cannot start without, of the object; omitted: nothing (a dialect that does not say). */
   required?: Requirement;
+  /**
+   * Given when the set re-reads its mounted files (`rollguard.io/reload: files`): the keys it reads
+   * of the object where a running pod never sees a change (env, envFrom, a `subPath` mount).
+   */
+  restartReads?: ReadKeys;
 }
 
 /** Whether the data check reads the item's object, and why. */
@@ -131,6 +164,8 @@ export interface DataOutcome {
   keys?: string[] | null;
   /** A bump held back: the data is the stored version's. */
   metadataOnly?: { from: string; to: string };
+  /** A bump held back: the changed keys (null: not nameable) reach the running pods through their mounted files. */
+  inPlace?: { from: string; to: string; keys: string[] | null };
   /** A bump held back: only data keys the template does not read changed (`keys`). */
   unread?: { from: string; to: string; keys: string[] };
   /** A bump held back: the new data lacks `keys`, which the pods cannot start without. */
@@ -159,7 +194,7 @@ export function dataOutcome(item: DataCheckItem, step: DataStep, read: DigestRea
       return { value: planned.value, ...(kept ? { record: kept } : {}) };
     }
     case 'bump': {
-      const verdict = read ? judgeRead(step.stored, planned.value, record, read, currentKeyId, item.reads) : ({ kind: 'none' } as const);
+      const verdict = read ? judgeRead(step.stored, planned.value, record, read, currentKeyId, item.reads, item.restartReads) : ({ kind: 'none' } as const);
       switch (verdict.kind) {
         case 'none':
           return { value: planned.value };
@@ -167,11 +202,13 @@ export function dataOutcome(item: DataCheckItem, step: DataStep, read: DigestRea
           return { value: step.stored, record: verdict.record, metadataOnly: { from: step.stored, to: verdict.record.version } };
         case 'unread':
           return { value: step.stored, record: verdict.record, unread: { from: step.stored, to: verdict.record.version, keys: verdict.keys } };
+        case 'in-place':
         case 'changed':
         case 'unknown': {
-          // a bump into data that lacks a key the pods require would roll them into CreateContainerConfigError: the stored version and its record stay
+          // a bump into data that lacks a key the pods require would roll them into CreateContainerConfigError (or, in place, leave a volume the kubelet cannot update): the stored version and its record stay
           const lacked = lackedKeys(item, verdict.record.digests);
           if (lacked.length > 0) return { value: step.stored, ...(record ? { record } : {}), missingKeys: { from: step.stored, to: verdict.value, keys: lacked } };
+          if (verdict.kind === 'in-place') return { value: step.stored, record: verdict.record, inPlace: { from: step.stored, to: verdict.value, keys: verdict.keys } };
           return verdict.kind === 'changed' ? { value: verdict.value, record: verdict.record, keys: verdict.keys } : { value: verdict.value, record: verdict.record };
         }
       }
@@ -179,22 +216,50 @@ export function dataOutcome(item: DataCheckItem, step: DataStep, read: DigestRea
   }
 }
 
+/** A change served in place, in the plan: which reference, and what changed. */
+export interface InPlaceChange {
+  planned: DesiredAnnotation;
+  from: string;
+  to: string;
+  keys: string[] | null;
+}
+
+/** A restart that happens anyway (another reference's change) reads every object fresh: an in-place outcome becomes the bump. */
+function bumpedInstead(outcome: DataOutcome): DataOutcome {
+  if (!outcome.inPlace || !outcome.record) return outcome;
+  const { inPlaceSince: _served, ...record } = outcome.record;
+  return { value: outcome.inPlace.to, record, keys: outcome.inPlace.keys };
+}
+
 /**
  * The plan after the check: the values to write, the changes they make to the `template`
- * annotations (a data change names its keys), and DIGESTS_ANNOTATION as it should be
- * (undefined: `haveDigests` is right already; null: removed).
+ * annotations (a data change names its keys), DIGESTS_ANNOTATION as it should be
+ * (undefined: `haveDigests` is right already; null: removed), and the changes served in place
+ * (none when the plan restarts the set anyway).
  */
 export function checkedPlan(
   items: readonly DataCheckItem[],
-  outcomes: readonly DataOutcome[],
+  checked: readonly DataOutcome[],
   template: Record<string, string>,
   haveDigests: string | null,
   dialect: Dialect,
-): { desired: DesiredAnnotation[]; changes: AnnotationChange[]; digests?: string | null } {
-  const desired = items.map((item, i) => ({ ...item.planned, value: outcomes[i]!.value }));
-  const keysOf = new Map(items.flatMap((item, i) => (outcomes[i]!.keys !== undefined ? [[item.planned.key, outcomes[i]!.keys ?? null] as const] : [])));
-  const changes = annotationChanges(template, desired, dialect).map((c) => (keysOf.has(c.key) ? { ...c, dataKeys: keysOf.get(c.key) } : c));
+): { desired: DesiredAnnotation[]; changes: AnnotationChange[]; digests?: string | null; inPlace: InPlaceChange[] } {
+  let outcomes = checked;
+  const changesOf = (values: readonly DataOutcome[]) => {
+    const desired = items.map((item, i) => ({ ...item.planned, value: values[i]!.value }));
+    const keysOf = new Map(items.flatMap((item, i) => (values[i]!.keys !== undefined ? [[item.planned.key, values[i]!.keys ?? null] as const] : [])));
+    return { desired, changes: annotationChanges(template, desired, dialect).map((c) => (keysOf.has(c.key) ? { ...c, dataKeys: keysOf.get(c.key) } : c)) };
+  };
+  let { desired, changes } = changesOf(outcomes);
+  if (changes.length > 0 && outcomes.some((o) => o.inPlace)) {
+    outcomes = outcomes.map(bumpedInstead);
+    ({ desired, changes } = changesOf(outcomes));
+  }
   const records = new Map(items.flatMap((item, i) => (outcomes[i]!.record ? [[item.planned.key, outcomes[i]!.record!] as const] : [])));
   const want = formatDigestRecords(records) ?? null;
-  return { desired, changes, digests: want === haveDigests ? undefined : want };
+  const inPlace = items.flatMap((item, i) => {
+    const served = outcomes[i]!.inPlace;
+    return served ? [{ planned: item.planned, ...served }] : [];
+  });
+  return { desired, changes, digests: want === haveDigests ? undefined : want, inPlace };
 }

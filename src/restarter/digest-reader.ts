@@ -13,6 +13,8 @@ export interface DigestRead {
   digests: Map<string, KeyDigests>;
   /** The unkeyed content digest of a dialect that writes one (commons-operator's `<uid>/<digest>`, --compat stackable); absent for ABSENT, and without such a dialect. */
   contentDigest?: string;
+  /** The object is `immutable: true`: the kubelet stops watching it, so its mounted files are never updated in place. */
+  immutable?: boolean;
 }
 
 /** How long a read answers for the same version: a debounce window and a wave of sets sharing the object. */
@@ -98,7 +100,7 @@ export class DigestReader {
   private async fetch(kind: ObjectKind, namespace: string, name: string): Promise<DigestRead> {
     const keys = await this.keys();
     this.counted(kind);
-    let object: ObjectData & { metadata?: { uid?: string; resourceVersion?: string } };
+    let object: ObjectData & { metadata?: { uid?: string; resourceVersion?: string }; immutable?: unknown };
     try {
       const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/${PLURALS[kind]}/${encodeURIComponent(name)}`;
       object = (await this.api.getJson({ path, accept: 'application/json', timeoutMs: DATA_GET_TIMEOUT_MS })) as typeof object;
@@ -109,6 +111,6 @@ export class DigestReader {
     const digests = new Map<string, KeyDigests>();
     for (const [keyId, key] of keys.keys) digests.set(keyId, dataDigests(kind, object, key));
     const version = `${object.metadata?.uid ?? ''}/${object.metadata?.resourceVersion ?? ''}`;
-    return { version, digests, ...(this.contentDigest ? { contentDigest: this.contentDigest(kind, object) } : {}) };
+    return { version, digests, ...(this.contentDigest ? { contentDigest: this.contentDigest(kind, object) } : {}), ...(object.immutable === true ? { immutable: true } : {}) };
   }
 }

@@ -40,6 +40,11 @@ export interface DigestRecord {
    * It speaks only for a template that reads no other key (`recordCovers`).
    */
   sameKeys?: string[];
+  /**
+   * Present when the pods of the template's version see `version`'s data through volumes the
+   * kubelet updates in place (`rollguard.io/reload: files`): the first version so served (JSON `p`).
+   */
+  inPlaceSince?: string;
 }
 
 export type DigestRecords = Map<string, DigestRecord>;
@@ -102,11 +107,11 @@ export function parseDigestRecords(annotations: Record<string, string> | null | 
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return records;
   for (const [key, entry] of Object.entries(parsed as Record<string, unknown>)) {
     if (typeof entry !== 'object' || entry === null) continue;
-    const { v, k, d, r } = entry as { v?: unknown; k?: unknown; d?: unknown; r?: unknown };
+    const { v, k, d, r, p } = entry as { v?: unknown; k?: unknown; d?: unknown; r?: unknown; p?: unknown };
     if (typeof v !== 'string' || typeof k !== 'string' || !isStringRecord(d)) continue;
     // an unreadable `r` is a record that speaks for no read key: the next change rolls
     const sameKeys = r === undefined ? undefined : Array.isArray(r) ? r.filter((x): x is string => typeof x === 'string') : [];
-    records.set(key, { version: v, keyId: k, digests: d, ...(sameKeys ? { sameKeys } : {}) });
+    records.set(key, { version: v, keyId: k, digests: d, ...(sameKeys ? { sameKeys } : {}), ...(typeof p === 'string' ? { inPlaceSince: p } : {}) });
   }
   return records;
 }
@@ -115,11 +120,11 @@ export function parseDigestRecords(annotations: Record<string, string> | null | 
 export function formatDigestRecords(records: DigestRecords): string | undefined {
   if (records.size === 0) return undefined;
   const keys = [...records.keys()].sort();
-  const out: Record<string, { v: string; k: string; d: KeyDigests; r?: string[] }> = {};
+  const out: Record<string, { v: string; k: string; d: KeyDigests; r?: string[]; p?: string }> = {};
   for (const key of keys) {
     const r = records.get(key)!;
     const d = Object.fromEntries(Object.keys(r.digests).sort().map((n) => [n, r.digests[n]!]));
-    out[key] = { v: r.version, k: r.keyId, d, ...(r.sameKeys ? { r: [...new Set(r.sameKeys)].sort() } : {}) };
+    out[key] = { v: r.version, k: r.keyId, d, ...(r.sameKeys ? { r: [...new Set(r.sameKeys)].sort() } : {}), ...(r.inPlaceSince ? { p: r.inPlaceSince } : {}) };
   }
   return JSON.stringify(out);
 }

@@ -11,6 +11,8 @@ import {
   ABSENT,
   FROZEN_ANNOTATION,
   LAST_RESTART_ANNOTATION,
+  RELOAD_ANNOTATION,
+  RELOAD_FILES,
   RESTART_REASON_ANNOTATION,
   ROLLGUARD_DIALECT,
   annotationChanges,
@@ -28,7 +30,7 @@ import {
 } from './annotations.js';
 import { describeChange } from './change-text.js';
 import { REASON_UNSUPPORTED_FOR_KIND, annotationWritesBumpGeneration, unsupportedFeatures, unsupportedMessage, type StatefulSetOnlyFeature } from './kind-features.js';
-import { checkedPlan, dataOutcome, dataStep, needsBaseline, type DataCheckItem, type DataOutcome } from './data-check.js';
+import { checkedPlan, dataOutcome, dataStep, needsBaseline, type DataCheckItem, type DataOutcome, type InPlaceChange } from './data-check.js';
 import type { DigestRead } from './digest-reader.js';
 import { DIGESTS_ANNOTATION, parseDigestRecords } from './digests.js';
 import { templateAnnotationOps, workloadAnnotationOps } from './patch.js';
@@ -51,6 +53,8 @@ export const REASON_FOREIGN_VERSION = 'ForeignVersion';
 export const REASON_WRITE_INVALID = 'WriteInvalid';
 /** Warning Event reason: a required object or key is gone, and the set is not restarted into pods that cannot start. */
 export const REASON_REFERENCE_MISSING = 'ReferenceMissing';
+/** Event reason: a data change the running pods read from their mounted files, not restarted (`rollguard.io/reload: files`). */
+export const REASON_UPDATED_IN_PLACE = 'UpdatedInPlace';
 /** Event reason: what a ReferenceMissing Warning named is back. */
 export const REASON_REFERENCE_RESTORED = 'ReferenceRestored';
 /** The restarter_warnings metric's reasons (a closed set). */
@@ -94,7 +98,7 @@ export interface ReconcilerDeps {
   /** At most one template patch per set in this window (the trailing change wins); 0: no floor. */
   minRestartIntervalMs: number;
   logger: Logger;
-  metrics: Pick<Metrics, 'patches' | 'restarts' | 'restartsDeferred' | 'metadataOnlyChanges' | 'restarterWarnings'> & Partial<Pick<Metrics, 'dataCheckFailures'>>;
+  metrics: Pick<Metrics, 'patches' | 'restarts' | 'restartsDeferred' | 'metadataOnlyChanges' | 'restarterWarnings'> & Partial<Pick<Metrics, 'dataCheckFailures' | 'updatedInPlace'>>;
   now?: () => Date;
   /** What a Deployment or DaemonSet is warned it asks for in vain (rollout/, handover/); omitted: none. */
   statefulSetOnly?: readonly StatefulSetOnlyFeature[];
@@ -139,6 +143,8 @@ interface Plan {
   frozen?: string | null;
   /** DIGESTS_ANNOTATION as it should be; undefined when it is right already. */
   digests?: string | null;
+  /** Changes the running pods see in their mounted files (`rollguard.io/reload: files`): recorded, told, not restarted. */
+  inPlace?: InPlaceChange[];
 }
 
 /**
@@ -525,14 +531,26 @@ export class RestarterReconciler implements Reconciler {
 
   /** Only the frozen list or the digest records differ: a write of the set's own metadata, which rolls nothing. */
   private async writeFrozen(ref: WorkloadRef, plan: Plan): Promise<RestarterReconcileResult> {
-    // digest records alone are not worth a new generation; they ride along with the next write
-    if (plan.frozen === undefined && annotationWritesBumpGeneration(ref.kind)) return {};
+    const inPlace = plan.inPlace ?? [];
+    // digest records alone are not worth a new generation; they ride along with the next write (a change served in place is worth its record)
+    if (plan.frozen === undefined && inPlace.length === 0 && annotationWritesBumpGeneration(ref.kind)) return {};
     const records = this.recordValues(plan);
     if (workloadAnnotationOps(plan.set.metadata?.annotations, records).length === 0) return {};
     const ops = workloadAnnotationOps(plan.set.metadata?.annotations, { ...records, ...this.timingValue() });
-    await this.patch(ref, plan.set, [{ op: 'test', path: '/metadata/resourceVersion', value: plan.set.metadata?.resourceVersion ?? '' }, ...ops], 'the frozen references and data digests');
+    const patched = await this.patch(ref, plan.set, [{ op: 'test', path: '/metadata/resourceVersion', value: plan.set.metadata?.resourceVersion ?? '' }, ...ops], 'the frozen references and data digests');
     if (plan.frozen !== undefined) this.deps.logger.debug({ workload: ref.key, frozen: plan.frozen }, `${describeWorkload(ref)}: frozen references now ${plan.frozen ?? 'none'}`);
+    for (const served of inPlace) await this.tellInPlace(ref, plan.set, patched, served);
     return {};
+  }
+
+  /** A change the running pods read from their mounted files: recorded with the digests (written before), logged, counted, told. */
+  private async tellInPlace(ref: WorkloadRef, set: Workload, patched: Workload, served: InPlaceChange): Promise<void> {
+    const { kind, name } = served.planned;
+    const keys = served.keys === null ? 'its data' : `${served.keys.length === 1 ? 'key' : 'keys'} ${served.keys.join(', ')}`;
+    const message = `${kind} ${name} changed ${keys} (${served.from} → ${served.to}): served in place to the running pods through their mounted files (${RELOAD_ANNOTATION}: ${RELOAD_FILES}), no restart`;
+    this.deps.metrics.updatedInPlace?.inc({ kind, workload_kind: ref.kind });
+    this.deps.logger.info({ workload: ref.key, kind, object: name, from: served.from, to: served.to, keys: served.keys }, `${describeWorkload(ref)}: ${message}`);
+    await this.deps.events.record(eventSubject(ref, set, patched), { type: 'Normal', reason: REASON_UPDATED_IN_PLACE, message, action: PATCH_ACTION });
   }
 
   /** Whether a reference of the template lacks a digest record that is right for its value (then one read makes it). */
@@ -604,14 +622,18 @@ export class RestarterReconciler implements Reconciler {
     const records = parseDigestRecords(plan.set.metadata?.annotations);
     const readsOf = readKeysFor(plan.dialect, plan.set.spec?.template);
     const required = plan.dialect.requirements?.(plan.set.spec?.template);
+    const restartReads = plan.set.metadata?.annotations?.[RELOAD_ANNOTATION] === RELOAD_FILES ? plan.dialect.restartKeys?.(plan.set.spec?.template) : undefined;
     const items: DataCheckItem[] = plan.desired.map((planned) => {
-      const requirement = required?.get(`${planned.kind}/${planned.name}`);
+      const id = `${planned.kind}/${planned.name}`;
+      const requirement = required?.get(id);
+      const fixed = restartReads?.get(id);
       return {
         planned,
         stored: Object.hasOwn(template, planned.key) ? template[planned.key] : undefined,
         record: records.get(planned.key),
         reads: readsOf(planned.kind, planned.name),
         ...(requirement ? { required: requirement } : {}),
+        ...(fixed ? { restartReads: fixed } : {}),
       };
     });
     const outcomes: DataOutcome[] = [];

@@ -17,6 +17,8 @@ export interface Read {
   keys?: string[];
   /** `optional: true`: a pod starts without the object (or, for a key ref or `items`, without the key). */
   optional?: boolean;
+  /** The volume's name, for a read through a volume (plain or projected). */
+  volume?: string;
 }
 
 type Visit = (kind: ObjectKind, name: unknown, read: Read) => void;
@@ -36,14 +38,16 @@ function visitVolumes(volumes: unknown, visit: Visit, projected: boolean): void 
   for (const volume of arrayOrEmpty(volumes)) {
     const configMap = field(volume, 'configMap');
     const secret = field(volume, 'secret');
-    visit('ConfigMap', field(configMap, 'name'), { via: 'volume', keys: itemKeys(configMap), ...optionalOf(configMap) });
-    visit('Secret', field(secret, 'secretName'), { via: 'volume', keys: itemKeys(secret), ...optionalOf(secret) });
+    const volumeName = field(volume, 'name');
+    const named = typeof volumeName === 'string' ? { volume: volumeName } : {};
+    visit('ConfigMap', field(configMap, 'name'), { via: 'volume', keys: itemKeys(configMap), ...optionalOf(configMap), ...named });
+    visit('Secret', field(secret, 'secretName'), { via: 'volume', keys: itemKeys(secret), ...optionalOf(secret), ...named });
     if (!projected) continue;
     for (const source of arrayOrEmpty(field(field(volume, 'projected'), 'sources'))) {
       const projectedConfigMap = field(source, 'configMap');
       const projectedSecret = field(source, 'secret');
-      visit('ConfigMap', field(projectedConfigMap, 'name'), { via: 'projected volume', keys: itemKeys(projectedConfigMap), ...optionalOf(projectedConfigMap) });
-      visit('Secret', field(projectedSecret, 'name'), { via: 'projected volume', keys: itemKeys(projectedSecret), ...optionalOf(projectedSecret) });
+      visit('ConfigMap', field(projectedConfigMap, 'name'), { via: 'projected volume', keys: itemKeys(projectedConfigMap), ...optionalOf(projectedConfigMap), ...named });
+      visit('Secret', field(projectedSecret, 'name'), { via: 'projected volume', keys: itemKeys(projectedSecret), ...optionalOf(projectedSecret), ...named });
     }
   }
 }
@@ -178,4 +182,39 @@ export function requirements(template: unknown, options: { projected?: boolean }
 export function missingKeys(required: Requirement, present: readonly string[]): string[] {
   const have = new Set(present);
   return required.keys.filter((key) => !have.has(key));
+}
+
+/**
+ * The names of the template's volumes that a container or init container mounts with `subPath`
+ * or `subPathExpr`: the kubelet never updates such a mount in a running container.
+ */
+function subPathVolumes(template: unknown): Set<string> {
+  const spec = field(template, 'spec');
+  const names = new Set<string>();
+  for (const containers of [field(spec, 'initContainers'), field(spec, 'containers')]) {
+    for (const container of arrayOrEmpty(containers)) {
+      for (const mount of arrayOrEmpty(field(container, 'volumeMounts'))) {
+        const name = field(mount, 'name');
+        const sub = field(mount, 'subPath') ?? field(mount, 'subPathExpr');
+        if (typeof name === 'string' && typeof sub === 'string' && sub !== '') names.add(name);
+      }
+    }
+  }
+  return names;
+}
+
+/**
+ * The keys of each object that the template reads where a running pod never sees a change (env,
+ * envFrom, a volume mounted with `subPath`), by `Kind/name`: `all`, or the named keys (empty: every
+ * read is through a volume mounted whole, which the kubelet updates in place).
+ */
+export function restartKeys(template: unknown, options: { projected?: boolean } = {}): Map<string, ReadKeys> {
+  const sub = subPathVolumes(template);
+  return new Map(
+    referenceReads(template, options).map((r) => {
+      const fixed = r.reads.filter((read) => read.via === 'env' || read.via === 'envFrom' || read.volume === undefined || sub.has(read.volume));
+      const keys: ReadKeys = fixed.some((read) => read.keys === undefined) ? 'all' : [...new Set(fixed.flatMap((read) => read.keys ?? []))].sort();
+      return [`${r.kind}/${r.name}`, keys];
+    }),
+  );
 }
