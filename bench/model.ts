@@ -27,6 +27,17 @@ async function main(): Promise<void> {
   const started = Date.now();
   const cp = await startControlPlane();
   let world: World | undefined;
+  // Ctrl-C or a SIGTERM stops every process the bench started (the control plane, rollguard) before it exits
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      console.log(`${signal}: stopping`);
+      void (async () => {
+        await world?.teardown().catch(() => undefined);
+        await cp.stop();
+        process.exit(130);
+      })();
+    });
+  }
   try {
     const kc = new KubeConfig();
     kc.loadFromFile(cp.kubeconfigPath);

@@ -56,7 +56,7 @@ const eventsOf = (events: CoreV1Event[], uid: string, reason?: string): CoreV1Ev
   events.filter((e) => e.involvedObject.uid === uid && (reason === undefined || e.reason === reason));
 
 /** One template change of rollguard's loop and what in it needs an Event. */
-interface LoopRollout {
+export interface LoopRollout {
   history: WorkloadHistory;
   before: WorkloadState;
   after: WorkloadState;
@@ -64,8 +64,15 @@ interface LoopRollout {
   mustName: string[];
 }
 
+/** What the transition checks read: the recorded states, the checker's own writes, the floor. */
+export interface RecordedRun {
+  recorder: Pick<World['recorder'], 'workloads' | 'versions'>;
+  checkerWrites: ReadonlySet<string>;
+  floorMs: number;
+}
+
 /** The transitions of every workload since `since` (uid → index of the first state of this run). */
-function transitions(world: World, since: Map<string, number>): { loop: LoopRollout[]; violations: Violation[]; figures: Figures } {
+export function transitions(world: RecordedRun, since: Map<string, number>): { loop: LoopRollout[]; violations: Violation[]; figures: Figures } {
   const figures = zeroFigures();
   const violations: Violation[] = [];
   const loop: LoopRollout[] = [];
@@ -149,7 +156,7 @@ function transitions(world: World, since: Map<string, number>): { loop: LoopRoll
 }
 
 /** Consecutive loop rollouts of one set at least the restart floor apart, by the times rollguard recorded. */
-function floorViolations(world: World, loop: LoopRollout[]): Violation[] {
+export function floorViolations(world: Pick<RecordedRun, 'floorMs'>, loop: LoopRollout[]): Violation[] {
   const out: Violation[] = [];
   const byUid = new Map<string, LoopRollout[]>();
   for (const r of loop) byUid.set(r.history.uid, [...(byUid.get(r.history.uid) ?? []), r]);
@@ -167,7 +174,7 @@ function floorViolations(world: World, loop: LoopRollout[]): Violation[] {
   return out;
 }
 
-function missingEvents(loop: LoopRollout[], events: CoreV1Event[]): Violation[] {
+export function missingEvents(loop: LoopRollout[], events: CoreV1Event[]): Violation[] {
   const out: Violation[] = [];
   for (const r of loop) {
     const own = eventsOf(events, r.history.uid);

@@ -253,7 +253,10 @@ export async function runOp(op: Op, m: Model, r: Real): Promise<void> {
       await world.kubectlWrite(world.namespaces[op.ns], ['apply', '--server-side', '--force-conflicts', `--field-manager=${op.manager}`, '-f', '-'], setManifest(op, m.sets.get(setKey(op))!));
       return;
     case 'rolloutRestart':
-      await world.kubectlWrite(world.namespaces[op.ns], ['rollout', 'restart', `${ref(op.kind)}/${op.name}`]);
+      await world.kubectlWrite(world.namespaces[op.ns], ['rollout', 'restart', `${ref(op.kind)}/${op.name}`]).catch((err: Error) => {
+        // kubectl's restart annotation has a resolution of a second: it refuses a second restart within one, writing nothing
+        if (!/already been triggered within the past second/.test(err.message)) throw err;
+      });
       m.sets.get(setKey(op))!.changed = true;
       return;
     case 'rolloutUndo':
