@@ -7,7 +7,13 @@ import { freePort } from './ports.js';
 import { onTestFailed } from 'vitest';
 import { waitFor } from './wait.js';
 
-const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+/** The repository's root, also from the compiled copy in dist/test/env that a bench runs. */
+function repoRoot(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  while (!fs.existsSync(path.join(dir, 'package.json')) && path.dirname(dir) !== dir) dir = path.dirname(dir);
+  return dir;
+}
+const REPO_ROOT = repoRoot();
 const CLI = path.join(REPO_ROOT, 'dist', 'src', 'cli.js');
 
 /** Compiles rollguard once so tests can run it as a real process, signals and all. */
