@@ -8,7 +8,7 @@ const HANDOVER_BUCKETS = [0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300];
 const RECONCILE_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 /** Why a health-gated rollout is held: a closed set, so the label's series are bounded. */
-export const HOLD_REASONS = ['unhealthy_pod', 'health_check', 'handover_paused', 'scale_down'] as const;
+export const HOLD_REASONS = ['unhealthy_pod', 'health_check', 'handover_paused', 'handover_gave_up', 'scale_down'] as const;
 export type HoldReason = (typeof HOLD_REASONS)[number];
 
 /** One set's rollout held now, and since when (ms since the epoch) where that is known. */
@@ -160,7 +160,7 @@ export function createMetrics(registry = new Registry()) {
     },
     rolloutsHeld: new Gauge({
       name: 'rollguard_rollouts_held',
-      help: 'Health-gated rollouts held now, by reason (unhealthy_pod, health_check, handover_paused, scale_down); reported by the leader, 0 on the other replicas',
+      help: 'Health-gated rollouts held now, by reason (unhealthy_pod, health_check, handover_paused, handover_gave_up, scale_down); reported by the leader, 0 on the other replicas',
       labelNames: ['reason'],
       registers: r,
       collect() {
@@ -170,7 +170,7 @@ export function createMetrics(registry = new Registry()) {
     }),
     rolloutHeldLongest: new Gauge({
       name: 'rollguard_rollout_held_longest_seconds',
-      help: 'How long the longest-held rollout of each reason has been held (unhealthy_pod, health_check: since the block was first seen; handover_paused: since the handover started); 0 when none is',
+      help: 'How long the longest-held rollout of each reason has been held (unhealthy_pod, health_check: since the block was first seen; handover_paused, handover_gave_up: since the handover started); 0 when none is',
       labelNames: ['reason'],
       registers: r,
       collect() {
@@ -217,7 +217,7 @@ export function createMetrics(registry = new Registry()) {
     }),
     handovers: new Counter({
       name: 'rollguard_handovers_total',
-      help: 'Primary handovers ended, by result (succeeded, paused, proceeded, abandoned)',
+      help: 'Primary handovers ended, by result (succeeded, paused, proceeded, abandoned, cancelled, gave_up)',
       labelNames: ['result'],
       registers: r,
     }),

@@ -41,7 +41,7 @@ export interface PublicRollout {
   /** e.g. "pod web-0" or "health check (pod web-1)"; the Event on the set says why. */
   blocked_by?: string;
   /** The primary handover in flight: pods, attempt, since when; what the endpoint answered is in the Events. */
-  handover?: { from: string; to: string; attempt: number; fallback: boolean; started_at: string; paused: boolean };
+  handover?: { from: string; to: string; attempt: number; fallback: boolean; started_at: string; paused: boolean; gave_up?: boolean };
   /** A scale-down held at `replicas` until the primary role has left the pods it removes. */
   wanted_replicas?: number;
 }
@@ -57,7 +57,7 @@ export function publicRollout(r: RolloutSummary): PublicRollout {
     ...(r.lastStepAt !== undefined ? { last_step_at: r.lastStepAt } : {}),
     ...(blockedBy !== undefined ? { blocked_by: blockedBy } : {}),
     ...(r.handover !== undefined
-      ? { handover: { from: r.handover.from, to: r.handover.to, attempt: r.handover.attempt, fallback: r.handover.fallback, started_at: r.handover.startedAt, paused: r.handover.paused } }
+      ? { handover: { from: r.handover.from, to: r.handover.to, attempt: r.handover.attempt, fallback: r.handover.fallback, started_at: r.handover.startedAt, paused: r.handover.paused, ...(r.handover.gaveUp ? { gave_up: true } : {}) } }
       : {}),
     ...(r.wantedReplicas !== undefined ? { wanted_replicas: r.wantedReplicas } : {}),
   };

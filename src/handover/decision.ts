@@ -1,21 +1,35 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { isTerminating, podOrdinal, podRevision } from '../rollout/pods.js';
 import { matches } from './selector.js';
-import { describeAction, type HandoverAction, type HandoverSettings } from './settings.js';
-import { evictionAllowedRecently, HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE, HANDOVER_STATE_ANNOTATION, type HandoverState, type HandoverTrigger, type ReadState } from './state.js';
+import { describeAction, HANDOVER_PAUSE_TIMEOUT_ANNOTATION as HANDOVER_PAUSE_TIMEOUT, type HandoverAction, type HandoverSettings } from './settings.js';
+import {
+  evictionAllowedRecently,
+  HANDOVER_CANCEL_VALUE,
+  HANDOVER_REQUEST_ANNOTATION,
+  HANDOVER_REQUEST_VALUE,
+  HANDOVER_STATE_ANNOTATION,
+  type HandoverState,
+  type HandoverTrigger,
+  type ReadState,
+} from './state.js';
 
 export const REASON_HANDOVER_STARTED = 'HandoverStarted';
 export const REASON_HANDOVER_SUCCEEDED = 'HandoverSucceeded';
 export const REASON_HANDOVER_FAILED = 'HandoverFailed';
 export const REASON_HANDOVER_FALLBACK = 'HandoverFallback';
 export const REASON_HANDOVER_SKIPPED = 'HandoverSkipped';
+export const REASON_HANDOVER_CANCELLED = 'HandoverCancelled';
 export const REASON_PRIMARY_SCALED_DOWN = 'PrimaryScaledDown';
 
 /** While a call is answered and the labels have not moved, look again this often (pod events wake the set sooner). */
 export const VERIFY_POLL_MS = 1_000;
 
-/** How a handover ended, for the handovers metric. A closed set. */
-export type HandoverResult = 'succeeded' | 'paused' | 'proceeded' | 'abandoned';
+/**
+ * How a handover ended, for the handovers metric. A closed set: `cancelled` by the annotation on
+ * the primary's pod, `gave_up` after the pause timeout; `abandoned` also when the step it was for
+ * is gone (a rollback, a scale-down no longer held).
+ */
+export type HandoverResult = 'succeeded' | 'paused' | 'proceeded' | 'abandoned' | 'cancelled' | 'gave_up';
 
 /** What the call of one attempt did: `failed` when the answer says it did not start (refused, 4xx, 5xx but 503). */
 export interface CallAnswer {
@@ -67,6 +81,8 @@ export type HandoverStep =
   | { kind: 'blocked'; pod: string; cause: string; message: string }
   /** A handover is in flight and only time is missing. */
   | { kind: 'wait'; retryAfterMs: number; reason: string }
+  /** A handover that gave up holds the step until the set or its pods change (a cancel, a rollback, the role moved). */
+  | { kind: 'held'; reason: string }
   /**
    * Write `state` on the set (undefined: remove it) behind the resourceVersion test; only if
    * that succeeds record `event`, make `call`, count `result` and remove the request on `clearRequest`.
@@ -79,10 +95,12 @@ export type HandoverStep =
       result?: HandoverResult;
       durationMs?: number;
       clearRequest?: string;
+      /** Remove the cancel (HANDOVER_CANCEL_VALUE) from this pod. */
+      clearCancel?: string;
       log: string;
     }
-  /** A request on a pod that is not the primary: remove it and say so. */
-  | { kind: 'clear-request'; pod: string; event: HandoverEvent };
+  /** A request on a pod that is not the primary, or a cancel with nothing to cancel: remove it (while it still says `value`) and say so. */
+  | { kind: 'clear-request'; pod: string; value: string; event: HandoverEvent };
 
 export function isReady(pod: V1Pod): boolean {
   return !isTerminating(pod) && pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
@@ -185,6 +203,9 @@ export function decideHandover(input: HandoverInput): HandoverStep {
   }
   if (input.state.kind === 'state') return continueHandover(input, input.state.state, primaries);
 
+  const cancelled = pods.find((p) => !isTerminating(p) && p.metadata?.annotations?.[HANDOVER_REQUEST_ANNOTATION] === HANDOVER_CANCEL_VALUE);
+  if (cancelled) return cancelWithoutHandover(nameOf(cancelled));
+
   const requested = pods
     .filter((p) => !isTerminating(p) && p.metadata?.annotations?.[HANDOVER_REQUEST_ANNOTATION] === HANDOVER_REQUEST_VALUE)
     .sort(byOrdinal(setName));
@@ -195,6 +216,7 @@ export function decideHandover(input: HandoverInput): HandoverStep {
     return {
       kind: 'clear-request',
       pod: nameOf(first),
+      value: HANDOVER_REQUEST_VALUE,
       event: {
         type: 'Normal',
         reason: REASON_HANDOVER_SKIPPED,
@@ -331,6 +353,21 @@ function continueHandover(input: HandoverInput, state: HandoverState, primaries:
       log: 'primary pod went away mid-handover',
     };
   }
+  if (fromPod.metadata?.annotations?.[HANDOVER_REQUEST_ANNOTATION] === HANDOVER_CANCEL_VALUE) return cancelHandover(input, state);
+  // a rollout replaces only pods off the update revision: one on it (the template went back) needs no handover
+  if (state.trigger === 'rollout' && input.updateRevision !== undefined && podRevision(fromPod) === input.updateRevision) {
+    return {
+      kind: 'write',
+      state: undefined,
+      event: {
+        type: 'Normal',
+        reason: REASON_HANDOVER_SKIPPED,
+        message: `Handover from ${state.from} ended: the rollout no longer replaces ${state.from}, which runs the update revision ${input.updateRevision} (the template went back, e.g. kubectl rollout undo); ${state.from} stays primary`,
+      },
+      result: 'abandoned',
+      log: 'rolled back: the primary runs the update revision, handover dropped',
+    };
+  }
   // applied after every attempt failed, as on-failure proceed chose: nothing was skipped
   if (state.trigger === 'scale-down' && !input.scaleDownTo && state.outcome === 'proceed') {
     return { kind: 'write', state: undefined, log: 'scale-down went on after a failed handover (proceed)' };
@@ -346,10 +383,13 @@ function continueHandover(input: HandoverInput, state: HandoverState, primaries:
     };
   }
   if (state.outcome === 'proceed') return { kind: 'open' };
+  if (state.outcome === 'gave-up') return { kind: 'held', reason: `the handover from ${state.from} gave up; waiting for a cancel, a rollback or the role to move` };
 
   if (state.calledAt === undefined) {
+    const leftMs = state.outcome === 'paused' ? settings.pauseTimeoutMs - elapsed(state.pausedAt ?? state.startedAt, now) : Infinity;
+    if (leftMs <= 0) return giveUp(input, state);
     const nextInMs = state.nextAt === undefined ? 0 : new Date(state.nextAt).getTime() - now.getTime();
-    if (nextInMs > 0) return { kind: 'wait', retryAfterMs: nextInMs, reason: `next handover attempt of ${setName} in ${seconds(nextInMs)}` };
+    if (nextInMs > 0) return { kind: 'wait', retryAfterMs: Math.min(nextInMs, leftMs), reason: `next handover attempt of ${setName} in ${seconds(nextInMs)}` };
     // re-read before every attempt: an application that moved the role by itself needs no call
     if (!stillPrimary) return { kind: 'wait', retryAfterMs: VERIFY_POLL_MS, reason: `${state.from} no longer matches the primary selector; waiting for a Ready pod to match` };
     const candidate = chooseCandidate(pods, state.from, setName, input.updateRevision, now, input.scaleDownTo);
@@ -415,13 +455,93 @@ function attemptFailed(input: HandoverInput, state: HandoverState, what: string)
   }
   return {
     kind: 'write',
-    state: { ...retry({ attempt: state.attempt + 1, fallback: false }), outcome: 'paused' },
+    state: { ...retry({ attempt: state.attempt + 1, fallback: false }), outcome: 'paused', pausedAt: now.toISOString() },
     event: warn(
       state.trigger === 'scale-down'
-        ? `${failed}; every attempt failed: the scale-down stays held, pod ${state.from} stays primary and is not removed; rollguard tries again every ${interval}`
-        : `${failed}; every attempt failed: the rollout is paused at pod ${state.from}, which stays primary and is not replaced; rollguard tries again every ${interval}`,
+        ? `${failed}; every attempt failed: the scale-down stays held, pod ${state.from} stays primary and is not removed; rollguard tries again every ${interval} for ${duration(settings.pauseTimeoutMs)}`
+        : `${failed}; every attempt failed: the rollout is paused at pod ${state.from}, which stays primary and is not replaced; rollguard tries again every ${interval} for ${duration(settings.pauseTimeoutMs)}`,
     ),
     result: 'paused',
     log: 'handover failed, rollout paused',
+  };
+}
+
+/** A pause timeout in Event messages: `1h`, `90s`, `2h30m`. */
+function duration(ms: number): string {
+  const h = Math.floor(ms / 3_600_000);
+  const m = Math.floor((ms % 3_600_000) / 60_000);
+  const sec = Math.round((ms % 60_000) / 1000);
+  return [h ? `${h}h` : '', m ? `${m}m` : '', sec || (!h && !m) ? `${sec}s` : ''].join('');
+}
+
+/** What a person can do about a held step, in the Warning that says it is held for them. */
+function waysOn(setName: string, from: string): string {
+  return `to go on: move the role yourself; or fix the endpoint and try again (kubectl annotate statefulset ${setName} ${HANDOVER_STATE_ANNOTATION}-); or cancel (kubectl annotate pod ${from} ${HANDOVER_REQUEST_ANNOTATION}=${HANDOVER_CANCEL_VALUE}: no handover, the application fails over); or roll back`;
+}
+
+/** Paused past the pause timeout: no more calls; the step stays held, for a person. */
+function giveUp(input: HandoverInput, state: HandoverState): HandoverStep {
+  const { settings } = input;
+  const next: HandoverState = { ...state, outcome: 'gave-up' };
+  delete next.nextAt;
+  const held = state.trigger === 'scale-down' ? 'the scale-down stays held' : `the rollout stays paused at pod ${state.from}`;
+  return {
+    kind: 'write',
+    state: next,
+    event: {
+      type: 'Warning',
+      reason: REASON_HANDOVER_FAILED,
+      message: `Handover of the primary role from ${state.from} gave up after ${duration(settings.pauseTimeoutMs)} paused (${state.attempt - 1} attempts, ${HANDOVER_PAUSE_TIMEOUT}): no more calls; ${held}, ${state.from} stays primary; ${waysOn(input.setName, state.from)}`,
+    },
+    result: 'gave_up',
+    log: 'paused handover gave up',
+  };
+}
+
+/** The cancel on the primary's pod: the step the handover guards goes on without one; a requested handover is dropped. */
+function cancelHandover(input: HandoverInput, state: HandoverState): HandoverStep {
+  const by = `${HANDOVER_REQUEST_ANNOTATION}=${HANDOVER_CANCEL_VALUE} on the pod`;
+  if (state.trigger === 'requested' || state.outcome === 'proceed') {
+    return {
+      kind: 'write',
+      state: state.trigger === 'requested' ? undefined : state,
+      event: {
+        type: 'Normal',
+        reason: REASON_HANDOVER_CANCELLED,
+        message:
+          state.trigger === 'requested'
+            ? `Requested handover from ${state.from} cancelled (${by}): ${state.from} stays primary; cancel removed`
+            : `Cancel on pod ${state.from} removed: its handover had ended already, the step goes on as decided`,
+      },
+      ...(state.trigger === 'requested' ? { result: 'cancelled' as const } : {}),
+      clearCancel: state.from,
+      log: 'handover cancelled',
+    };
+  }
+  const next: HandoverState = { ...state, outcome: 'proceed' };
+  delete next.calledAt;
+  delete next.nextAt;
+  const step = state.trigger === 'scale-down' ? `the scale-down to ${input.scaleDownTo?.replicas ?? '?'} replicas removes` : 'the rollout replaces';
+  return {
+    kind: 'write',
+    state: next,
+    event: {
+      type: 'Warning',
+      reason: REASON_HANDOVER_CANCELLED,
+      message: `Handover from ${state.from} cancelled (${by}) after ${state.attempt} ${state.attempt === 1 ? 'attempt' : 'attempts'}: ${step} ${state.from} without a handover, the application fails over; cancel removed`,
+    },
+    result: 'cancelled',
+    clearCancel: state.from,
+    log: 'handover cancelled, proceeding without one',
+  };
+}
+
+/** A cancel on a pod while no handover is in flight: nothing to cancel. */
+function cancelWithoutHandover(pod: string): HandoverStep {
+  return {
+    kind: 'clear-request',
+    pod,
+    value: HANDOVER_CANCEL_VALUE,
+    event: { type: 'Normal', reason: REASON_HANDOVER_SKIPPED, message: `Cancel on pod ${pod} removed: no handover is in flight` },
   };
 }

@@ -19,7 +19,8 @@ export function handoverProgress(set: V1StatefulSet): GateProgress | undefined {
   const read = readHandoverState(set);
   if (read.kind !== 'state' || read.state.outcome === 'proceed') return undefined;
   const s = read.state;
-  return { from: s.from, to: s.to, attempt: s.attempt, fallback: s.fallback, startedAt: s.startedAt, paused: s.outcome === 'paused' };
+  const gaveUp = s.outcome === 'gave-up';
+  return { from: s.from, to: s.to, attempt: s.attempt, fallback: s.fallback, startedAt: s.startedAt, paused: s.outcome === 'paused' || gaveUp, ...(gaveUp ? { gaveUp } : {}) };
 }
 
 /**

@@ -11,7 +11,17 @@ import { isTerminating } from '../rollout/pods.js';
 import { callHttpAction, credentialsFrom, type HandoverCredentials } from './call.js';
 import { decideHandover, REASON_PRIMARY_SCALED_DOWN, scaledDownPrimary, type CallAnswer, type HandoverCall, type HandoverInput, type HandoverStep } from './decision.js';
 import { handoverSettings, HANDOVER_CREDENTIALS_ANNOTATION, type HandoverSettings } from './settings.js';
-import { evictionAllowedRecently, HANDOVER_CANDIDATE_ANNOTATION, HANDOVER_REQUEST_ANNOTATION, HANDOVER_REQUEST_VALUE, handoverStateOps, readHandoverState, setPodAnnotation, type HandoverState } from './state.js';
+import {
+  evictionAllowedRecently,
+  HANDOVER_CANCEL_VALUE,
+  HANDOVER_CANDIDATE_ANNOTATION,
+  HANDOVER_REQUEST_ANNOTATION,
+  HANDOVER_REQUEST_VALUE,
+  handoverStateOps,
+  readHandoverState,
+  setPodAnnotation,
+  type HandoverState,
+} from './state.js';
 
 const NOT_FOUND = 404;
 const UNPROCESSABLE = 422;
@@ -108,8 +118,11 @@ export class HandoverRunner {
       case 'wait':
         log.debug({ statefulSet: key, reason: step.reason }, 'handover: waiting');
         return { open: false, requeueAfterMs: step.retryAfterMs };
+      case 'held':
+        log.debug({ statefulSet: key, reason: step.reason }, 'handover: held');
+        return { open: false };
       case 'clear-request':
-        await this.clearRequest(key, namespace, step.pod, current);
+        await this.clearRequest(key, namespace, step.pod, current, step.value);
         log.info({ statefulSet: key, pod: step.pod }, step.event.message);
         await io.record({ ...step.event, action: 'Handover' });
         return { open: false, requeueAfterMs: 0 };
@@ -121,6 +134,7 @@ export class HandoverRunner {
         if (step.result) this.deps.metrics.handovers.inc({ result: step.result });
         if (step.durationMs !== undefined) this.deps.metrics.handoverDuration.observe(step.durationMs / 1000);
         if (step.clearRequest) await this.clearRequest(key, namespace, step.clearRequest, current);
+        if (step.clearCancel) await this.clearRequest(key, namespace, step.clearCancel, current, HANDOVER_CANCEL_VALUE);
         if (step.call && step.state) this.startCall(key, set, pods, step.call, parsed.settings.timeoutMs, step.state);
         // the write's watch event queues the set again
         return { open: false };
@@ -250,14 +264,14 @@ export class HandoverRunner {
     });
   }
 
-  /** Removes the request, only while it still says "requested"; a pod gone or changed has nothing left to remove. */
-  private async clearRequest(key: string, namespace: string, pod: string, seen: readonly V1Pod[]): Promise<void> {
+  /** Removes the request (or a cancel), only while it still says `value`; a pod gone or changed has nothing left to remove. */
+  private async clearRequest(key: string, namespace: string, pod: string, seen: readonly V1Pod[], value = HANDOVER_REQUEST_VALUE): Promise<void> {
     const resourceVersion = seen.find((p) => p.metadata?.name === pod)?.metadata?.resourceVersion;
     if (resourceVersion !== undefined) this.cleared.set(`${namespace}/${pod}`, { set: key, resourceVersion });
     const path = `/metadata/annotations/${jsonpatch.escapePathComponent(HANDOVER_REQUEST_ANNOTATION)}`;
     try {
       await this.deps.patchPod(namespace, pod, [
-        { op: 'test', path, value: HANDOVER_REQUEST_VALUE },
+        { op: 'test', path, value },
         { op: 'remove', path },
       ]);
     } catch (err) {

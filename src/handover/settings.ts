@@ -14,6 +14,7 @@ export const HANDOVER_INTERVAL_ANNOTATION = 'rollguard.io/handover-interval';
 export const HANDOVER_FALLBACK_ANNOTATION = 'rollguard.io/handover-fallback';
 export const HANDOVER_ON_FAILURE_ANNOTATION = 'rollguard.io/handover-on-failure';
 export const HANDOVER_CREDENTIALS_ANNOTATION = 'rollguard.io/handover-credentials';
+export const HANDOVER_PAUSE_TIMEOUT_ANNOTATION = 'rollguard.io/handover-pause-timeout';
 
 /** A handover picks pods by ordinal and steps by partition: StatefulSets only (restarter/kind-features.ts warns the others). */
 export const PRIMARY_HANDOVER: StatefulSetOnlyFeature = {
@@ -24,6 +25,10 @@ export const PRIMARY_HANDOVER: StatefulSetOnlyFeature = {
 export const DEFAULT_HANDOVER_TIMEOUT_MS = 30_000;
 export const DEFAULT_HANDOVER_RETRIES = 3;
 export const DEFAULT_HANDOVER_INTERVAL_MS = 10_000;
+/** A paused handover keeps trying this long, then gives up and leaves the rollout held for a person. */
+export const DEFAULT_HANDOVER_PAUSE_TIMEOUT_MS = 60 * 60_000;
+const MIN_PAUSE_TIMEOUT_MS = 1_000;
+const MAX_PAUSE_TIMEOUT_MS = 7 * 24 * 60 * 60_000;
 /** Past these a typo (`300` meant as seconds, `retries: 1000`) would stall a rollout for days. */
 const MAX_TIMEOUT_MS = 10 * 60_000;
 const MAX_INTERVAL_MS = 10 * 60_000;
@@ -50,6 +55,8 @@ export interface HandoverSettings {
   retries: number;
   intervalMs: number;
   onFailure: 'pause' | 'proceed';
+  /** How long a paused handover keeps trying before it gives up (no more calls; the step stays held). */
+  pauseTimeoutMs: number;
   /** A Secret in the set's namespace: username+password (basic) or token (bearer), ca.crt for https. */
   credentials?: string;
 }
@@ -132,6 +139,8 @@ export function handoverSettings(set: V1StatefulSet): ParsedSettings | undefined
   if (typeof timeoutMs === 'string') return fail(timeoutMs);
   const intervalMs = duration(a, HANDOVER_INTERVAL_ANNOTATION, DEFAULT_HANDOVER_INTERVAL_MS, 0, MAX_INTERVAL_MS);
   if (typeof intervalMs === 'string') return fail(intervalMs);
+  const pauseTimeoutMs = duration(a, HANDOVER_PAUSE_TIMEOUT_ANNOTATION, DEFAULT_HANDOVER_PAUSE_TIMEOUT_MS, MIN_PAUSE_TIMEOUT_MS, MAX_PAUSE_TIMEOUT_MS);
+  if (typeof pauseTimeoutMs === 'string') return fail(pauseTimeoutMs);
 
   let retries = DEFAULT_HANDOVER_RETRIES;
   const retriesText = a[HANDOVER_RETRIES_ANNOTATION];
@@ -165,6 +174,7 @@ export function handoverSettings(set: V1StatefulSet): ParsedSettings | undefined
       retries,
       intervalMs,
       onFailure: onFailureText,
+      pauseTimeoutMs,
       ...(credentials !== undefined ? { credentials } : {}),
     },
   };

@@ -14,6 +14,12 @@ export const HANDOVER_STATE_ANNOTATION = 'rollguard.io/handover-state';
 /** On a pod: a person (or the eviction guard) asks for a handover away from it. */
 export const HANDOVER_REQUEST_ANNOTATION = 'rollguard.io/handover';
 export const HANDOVER_REQUEST_VALUE = 'requested';
+/**
+ * The same annotation on the primary's pod with this value cancels the handover in flight away
+ * from it: the step it guards goes on without one (a requested handover is dropped). Removed
+ * like a request, so the fence on pods needs nothing new.
+ */
+export const HANDOVER_CANCEL_VALUE = 'cancel';
 
 /**
  * The two halves of one exclusion between an eviction and a handover to the pod it removes.
@@ -90,8 +96,14 @@ export interface HandoverState {
   calledAt?: string;
   /** Not before this time is the next attempt made. */
   nextAt?: string;
-  /** Every attempt failed: `paused` keeps trying one attempt each interval; `proceed` lets the step go on. */
-  outcome?: 'paused' | 'proceed';
+  /**
+   * Every attempt failed: `paused` keeps trying one attempt each interval; `proceed` lets the step
+   * go on (handover-on-failure: proceed, or a cancel); `gave-up`: paused past the pause timeout, no
+   * more calls, the step stays held until a person cancels, rolls back or moves the role.
+   */
+  outcome?: 'paused' | 'proceed' | 'gave-up';
+  /** RFC 3339: when the handover paused; the pause timeout counts from here. */
+  pausedAt?: string;
 }
 
 function isState(value: unknown): value is HandoverState {
@@ -108,7 +120,8 @@ function isState(value: unknown): value is HandoverState {
     typeof v.fallback === 'boolean' &&
     optionalString(v.calledAt) &&
     optionalString(v.nextAt) &&
-    (v.outcome === undefined || v.outcome === 'paused' || v.outcome === 'proceed')
+    optionalString(v.pausedAt) &&
+    (v.outcome === undefined || v.outcome === 'paused' || v.outcome === 'proceed' || v.outcome === 'gave-up')
   );
 }
 

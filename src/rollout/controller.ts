@@ -98,7 +98,7 @@ export interface RolloutController extends Runnable {
 export function rolloutHolds(rollouts: readonly RolloutSummary[]): Hold[] {
   return rollouts.flatMap((r): Hold[] => [
     ...(r.blockedBy ? [{ reason: r.blockedBy.healthCheck ? ('health_check' as const) : ('unhealthy_pod' as const), ...sinceOf(r.blockedSince) }] : []),
-    ...(r.handover?.paused ? [{ reason: 'handover_paused' as const, ...sinceOf(r.handover.startedAt) }] : []),
+    ...(r.handover?.paused ? [{ reason: r.handover.gaveUp ? ('handover_gave_up' as const) : ('handover_paused' as const), ...sinceOf(r.handover.startedAt) }] : []),
     ...(r.wantedReplicas !== undefined ? [{ reason: 'scale_down' as const }] : []),
   ]);
 }

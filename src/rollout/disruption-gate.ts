@@ -54,6 +54,8 @@ export interface GateProgress {
   fallback: boolean;
   startedAt: string;
   paused: boolean;
+  /** Paused past its timeout: no more attempts, held for a person. */
+  gaveUp?: boolean;
 }
 
 /** What main.ts hands the rollout controller. */

@@ -26,6 +26,8 @@ interface PodSpec {
   revision?: string;
   ready?: boolean;
   requested?: boolean;
+  /** rollguard.io/handover=cancel on the pod */
+  cancel?: boolean;
   uid?: string;
   /** the eviction guard allowed an eviction this long before NOW */
   evictedMsAgo?: number;
@@ -39,6 +41,7 @@ function pod(ordinal: number, spec: PodSpec = {}): V1Pod {
       labels: { 'controller-revision-hash': spec.revision ?? OLD, ...(spec.role ? { role: spec.role } : {}) },
       annotations: {
         ...(spec.requested ? { 'rollguard.io/handover': 'requested' } : {}),
+        ...(spec.cancel ? { 'rollguard.io/handover': 'cancel' } : {}),
         ...(spec.evictedMsAgo !== undefined ? { 'rollguard.io/eviction-allowed': new Date(NOW.getTime() - spec.evictedMsAgo).toISOString() } : {}),
       },
     },
@@ -72,6 +75,74 @@ const state = (over: Partial<HandoverState> = {}): HandoverState => ({
   ...over,
 });
 const later = (ms: number): Date => new Date(NOW.getTime() + ms);
+
+describe('decideHandover: the ways out of a paused handover', () => {
+  const paused = (over: Partial<HandoverState> = {}): HandoverState =>
+    state({ outcome: 'paused', attempt: 5, calledAt: undefined, nextAt: later(5_000).toISOString(), pausedAt: NOW.toISOString(), ...over });
+
+  it('gives up once paused past handover-pause-timeout: a Warning, no call, the state kept as gave-up', () => {
+    const s = settings({ 'rollguard.io/handover-pause-timeout': '2m' });
+    // the wait for the next attempt ends at the timeout
+    expect(decideHandover(input({ settings: s, state: { kind: 'state', state: paused({ nextAt: later(200_000).toISOString() }) }, now: later(119_000) }))).toMatchObject({ kind: 'wait', retryAfterMs: 1_000 });
+    const step = decideHandover(input({ settings: s, state: { kind: 'state', state: paused() }, now: later(120_000) }));
+    expect(step).toMatchObject({ kind: 'write', state: { outcome: 'gave-up', from: 'db-0' }, result: 'gave_up', event: { type: 'Warning', reason: 'HandoverFailed' } });
+    expect(step.kind === 'write' && step.call).toBeUndefined();
+    expect(step.kind === 'write' && step.state?.nextAt).toBeUndefined();
+    expect(step.kind === 'write' && step.event?.message).toContain('gave up after 2m paused');
+    expect(step.kind === 'write' && step.event?.message).toContain('the rollout stays paused at pod db-0, db-0 stays primary');
+    expect(step.kind === 'write' && step.event?.message).toContain('kubectl annotate pod db-0 rollguard.io/handover=cancel');
+    // gave up: held, no more calls, no requeue of its own
+    const held = decideHandover(input({ settings: s, state: { kind: 'state', state: paused({ outcome: 'gave-up', nextAt: undefined }) }, now: later(600_000) }));
+    expect(held.kind).toBe('held');
+  });
+
+  it('the pause timeout counts from the pause (the default: 1h), from the start for a state without pausedAt', () => {
+    expect(decideHandover(input({ state: { kind: 'state', state: paused({ pausedAt: later(10_000).toISOString() }) }, now: later(3_600_000) })).kind).toBe('write');
+    expect(decideHandover(input({ state: { kind: 'state', state: paused({ pausedAt: later(10_000).toISOString() }) }, now: later(3_600_000) }))).not.toMatchObject({ result: 'gave_up' });
+    expect(decideHandover(input({ state: { kind: 'state', state: paused({ pausedAt: undefined }) }, now: later(3_600_000) }))).toMatchObject({ result: 'gave_up' });
+  });
+
+  it('the transition to paused records when it paused', () => {
+    const s = settings({ 'rollguard.io/handover-retries': '1' });
+    const step = decideHandover(input({ settings: s, state: { kind: 'state', state: state() }, answer: { attempt: 1, fallback: false, failed: true, detail: 'HTTP 500' }, now: later(200) }));
+    expect(step).toMatchObject({ kind: 'write', state: { outcome: 'paused', pausedAt: later(200).toISOString() }, result: 'paused' });
+  });
+
+  it('a cancel on the primary pod lets the step go on without a handover, and is removed', () => {
+    for (const s of [paused(), paused({ outcome: 'gave-up', nextAt: undefined }), state()]) {
+      const pods = [pod(0, { role: 'primary', cancel: true }), pod(1), pod(2)];
+      const step = decideHandover(input({ pods, state: { kind: 'state', state: s }, replacing: ['db-0'] }));
+      expect(step).toMatchObject({ kind: 'write', state: { outcome: 'proceed' }, result: 'cancelled', clearCancel: 'db-0', event: { type: 'Warning', reason: 'HandoverCancelled' } });
+      expect(step.kind === 'write' && step.call).toBeUndefined();
+      expect(step.kind === 'write' && step.event?.message).toContain('the rollout replaces db-0 without a handover, the application fails over');
+      // then the step goes on
+      if (step.kind === 'write') expect(decideHandover(input({ pods: [pod(0, { role: 'primary' }), pod(1), pod(2)], state: { kind: 'state', state: step.state! }, replacing: ['db-0'] }))).toEqual({ kind: 'open' });
+    }
+  });
+
+  it('a cancel of a requested handover drops it; a cancel with nothing in flight is removed with a Normal Event', () => {
+    const pods = [pod(0, { role: 'primary', cancel: true }), pod(1), pod(2)];
+    expect(decideHandover(input({ pods, state: { kind: 'state', state: paused({ trigger: 'requested', outcome: undefined }) } }))).toMatchObject({
+      kind: 'write',
+      state: undefined,
+      result: 'cancelled',
+      clearCancel: 'db-0',
+      event: { type: 'Normal', reason: 'HandoverCancelled' },
+    });
+    expect(decideHandover(input({ pods, replacing: ['db-0'] }))).toMatchObject({ kind: 'clear-request', pod: 'db-0', value: 'cancel', event: { type: 'Normal', reason: 'HandoverSkipped' } });
+  });
+
+  it('a rollback ends a rollout handover: its primary runs the update revision, which no step replaces', () => {
+    const pods = [pod(0, { role: 'primary', revision: NEW }), pod(1, { revision: OLD }), pod(2, { revision: OLD })];
+    for (const s of [paused(), paused({ outcome: 'gave-up', nextAt: undefined }), state()]) {
+      const step = decideHandover(input({ pods, state: { kind: 'state', state: s }, replacing: ['db-2'] }));
+      expect(step).toMatchObject({ kind: 'write', state: undefined, result: 'abandoned', event: { type: 'Normal', reason: 'HandoverSkipped' } });
+      expect(step.kind === 'write' && step.event?.message).toContain('the rollout no longer replaces db-0, which runs the update revision db-new');
+    }
+    // a scale-down handover is not the rollout's: it goes on
+    expect(decideHandover(input({ pods, state: { kind: 'state', state: paused({ trigger: 'scale-down' }) }, scaleDownTo: { replicas: 1, ordinalStart: 0 } }))).toMatchObject({ kind: 'wait' });
+  });
+});
 
 describe('decideHandover', () => {
   it('leaves a step alone that replaces no primary', () => {

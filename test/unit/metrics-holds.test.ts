@@ -11,6 +11,7 @@ describe('rolloutHolds', () => {
     ['a pod not ready', { ...base, blockedBy: { pod: 'web-1', healthCheck: false }, blockedSince: '2026-01-01T00:00:10.000Z' }, [{ reason: 'unhealthy_pod', sinceMs: Date.parse('2026-01-01T00:00:10.000Z') }]],
     ['the health URL failing', { ...base, blockedBy: { pod: 'web-1', healthCheck: true } }, [{ reason: 'health_check' }]],
     ['a handover in flight is no hold', { ...base, handover: { ...handover, paused: false } }, []],
+    ['a handover that gave up', { ...base, handover: { ...handover, paused: true, gaveUp: true } }, [{ reason: 'handover_gave_up', sinceMs: Date.parse(handover.startedAt) }]],
     ['a handover paused, and the scale-down it holds', { ...base, handover: { ...handover, paused: true }, wantedReplicas: 1 }, [{ reason: 'handover_paused', sinceMs: Date.parse(handover.startedAt) }, { reason: 'scale_down' }]],
   ])('%s', (_name, summary, holds) => {
     expect(rolloutHolds([summary])).toEqual(holds);
