@@ -42,7 +42,7 @@ export function realCluster(): RealClusterClient {
   };
 }
 
-/** On failure, prints the tail of every process log of the real cluster. */
+/** Called in a test (or beforeEach): on its failure, prints the tail of every process log of the real cluster. */
 export function printRealClusterLogsOnFailure(lines = 40): void {
   onTestFailed(() => {
     const dir = inject('realClusterDir');
