@@ -2,6 +2,10 @@
 # Provides etcd, kube-apiserver, kube-controller-manager and kubectl for the
 # local control plane (rollguard dev and the tests). Prints the folder that holds them.
 #
+#   build-binaries.sh         the control plane (the default)
+#   build-binaries.sh node    kubelet, kube-scheduler and kube-proxy for a real node (the e2e
+#                             suite), from the same k8s.io/kubernetes module, into their own folder
+#
 # From $KUBEBUILDER_ASSETS when set (envtest convention); otherwise built once
 # with Go from the module proxy and cached under ~/.cache/rollguard/<versions>.
 # A cold build takes 15-30 minutes on two cores; a warm one costs nothing.
@@ -10,10 +14,16 @@ set -euo pipefail
 KUBE_VERSION="${ROLLGUARD_KUBE_VERSION:-v1.36.3}"
 ETCD_VERSION="${ROLLGUARD_ETCD_VERSION:-v3.6.16}"
 CACHE_ROOT="${ROLLGUARD_CACHE:-$HOME/.cache/rollguard}"
+TARGET="${1:-control-plane}"
 
 log() { printf '[control-plane] %s\n' "$*" >&2; }
 
-if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
+case "$TARGET" in
+  control-plane | node) ;;
+  *) log "unknown target \"$TARGET\": control-plane or node"; exit 2 ;;
+esac
+
+if [ -n "${KUBEBUILDER_ASSETS:-}" ] && [ "$TARGET" = control-plane ]; then
   for bin in etcd kube-apiserver; do
     [ -x "$KUBEBUILDER_ASSETS/$bin" ] || { log "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS has no executable $bin"; exit 1; }
   done
@@ -21,8 +31,13 @@ if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
   exit 0
 fi
 
-bin_dir="$CACHE_ROOT/bin/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
-wanted=(etcd kube-apiserver kube-controller-manager kubectl)
+if [ "$TARGET" = node ]; then
+  bin_dir="$CACHE_ROOT/bin/kube-node-$KUBE_VERSION"
+  wanted=(kubelet kube-scheduler kube-proxy)
+else
+  bin_dir="$CACHE_ROOT/bin/kube-$KUBE_VERSION-etcd-$ETCD_VERSION"
+  wanted=(etcd kube-apiserver kube-controller-manager kubectl)
+fi
 have_all() { for b in "${wanted[@]}"; do [ -x "$bin_dir/$b" ] || return 1; done; }
 if have_all; then echo "$bin_dir"; exit 0; fi
 
@@ -72,7 +87,14 @@ build_kube() {
     grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$upstream_mod" \
       | awk -v v="$staging" '{print "replace " $1 " => " $1 " " v}'
   } >"$mod/go.mod"
-  printf 'package tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver"\n\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"\n\t_ "k8s.io/kubernetes/cmd/kubectl"\n)\n' >"$mod/tools.go"
+  # every command either target builds, so that one go.mod serves both
+  {
+    printf 'package tools\n\nimport (\n'
+    for cmd in kube-apiserver kube-controller-manager kubectl kubelet kube-scheduler kube-proxy; do
+      printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$cmd"
+    done
+    printf ')\n'
+  } >"$mod/tools.go"
   sed -i '1i //go:build tools\n' "$mod/tools.go"
   local ldflags="-s -w"
   local commit
@@ -85,15 +107,20 @@ build_kube() {
     log "kubernetes $KUBE_VERSION: resolving modules (staging pinned to $staging)"
     go mod tidy -e >&2 || true
     go mod download >&2
-    for cmd in kube-apiserver kube-controller-manager kubectl; do
+    for cmd in "${wanted[@]}"; do
+      [ "$cmd" = etcd ] && continue
       log "kubernetes $KUBE_VERSION: compiling $cmd (several minutes each on a cold cache)"
       go build -trimpath -ldflags "$ldflags" -o "$bin_dir/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" >&2
       mv "$bin_dir/$cmd.tmp" "$bin_dir/$cmd"
     done )
 }
 
-log "building the local control plane into $bin_dir (one time; a cold build takes 15-30 minutes on two cores)"
-[ -x "$bin_dir/etcd" ] || build_etcd
+if [ "$TARGET" = node ]; then
+  log "building kubelet, kube-scheduler and kube-proxy into $bin_dir (one time; a few minutes on a warm Go cache)"
+else
+  log "building the local control plane into $bin_dir (one time; a cold build takes 15-30 minutes on two cores)"
+  [ -x "$bin_dir/etcd" ] || build_etcd
+fi
 build_kube
 log "built in $(( $(date +%s) - started ))s"
 echo "$bin_dir"

@@ -27,7 +27,7 @@ import {
   type V1ValidatingWebhookConfiguration,
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { parseArgs, type Config } from '../../src/config.js';
+import { envName, FLAGS, parseArgs, type Config } from '../../src/config.js';
 import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
 import { referencedObjects } from '../../src/restarter/references.js';
 import { isHealthGated } from '../../src/rollout/decision.js';
@@ -214,6 +214,21 @@ describe('deploy manifests', () => {
       expect(sc.allowPrivilegeEscalation, `${what} allowPrivilegeEscalation`).toBe(false);
       expect(sc.capabilities?.drop, `${what} capabilities.drop`).toContain('ALL');
     }
+  });
+
+  it.each(RENDERINGS.map((r) => r.name))('%s: the kubelet injects no Service links, which would set ROLLGUARD_* flags', (name) => {
+    const objects = objectsOf(name);
+    const spec = only<V1Deployment>(objects, 'Deployment').spec!.template.spec!;
+    // a Service "rollguard-webhook" gives every pod of its namespace ROLLGUARD_WEBHOOK_PORT=tcp://<ip>:443,
+    // the env of --webhook-port (found on a real kubelet: rollguard exited 2); any user's Service named rollguard-* may do the same
+    const flagEnv = new Set(FLAGS.map((f) => envName(f.name)));
+    const links = objects
+      .filter((o) => o.kind === 'Service')
+      .flatMap((o) => {
+        const prefix = (o.metadata?.name ?? '').toUpperCase().replaceAll('-', '_');
+        return [`${prefix}_SERVICE_HOST`, `${prefix}_SERVICE_PORT`, `${prefix}_PORT`];
+      });
+    expect(spec.enableServiceLinks, `${name}: enableServiceLinks (its Services' links that are rollguard flags: ${links.filter((l) => flagEnv.has(l)).join(', ') || 'none'})`).toBe(false);
   });
 
   it.each(['kustomize base', 'kustomize cert-manager', 'helm defaults', 'helm tls.certManager.enabled=true', 'helm values/openshift.yaml', 'helm values/platform.yaml'])(

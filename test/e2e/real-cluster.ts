@@ -1,0 +1,55 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { inject, onTestFailed } from 'vitest';
+
+const run = promisify(execFile);
+
+export interface RealClusterClient {
+  kubeconfigPath: string;
+  /** kubectl against the real cluster; the error carries its stderr */
+  kubectl(args: string[], input?: string): Promise<string>;
+  /** kubectl … -o json, parsed */
+  kubectlJson<T>(args: string[]): Promise<T>;
+  helm(args: string[]): Promise<string>;
+}
+
+async function tool(file: string, args: string[], input?: string): Promise<string> {
+  try {
+    const child = run(file, args, { maxBuffer: 64 * 1024 * 1024 });
+    if (input !== undefined) {
+      child.child.stdin?.end(input);
+    }
+    return (await child).stdout;
+  } catch (err) {
+    const { stderr = '', stdout = '' } = err as { stderr?: string; stdout?: string };
+    throw new Error(`${path.basename(file)} ${args.join(' ')} failed: ${(stderr + stdout).trim() || String(err)}`, { cause: err });
+  }
+}
+
+/** The real node's cluster that the e2e project's global setup started. */
+export function realCluster(): RealClusterClient {
+  const kubeconfigPath = inject('realKubeconfigPath');
+  const kubectlPath = inject('realKubectlPath');
+  const helmPath = inject('helmPath');
+  const kubectl = (args: string[], input?: string): Promise<string> => tool(kubectlPath, ['--kubeconfig', kubeconfigPath, ...args], input);
+  return {
+    kubeconfigPath,
+    kubectl,
+    kubectlJson: async <T>(args: string[]): Promise<T> => JSON.parse(await kubectl([...args, '-o', 'json'])) as T,
+    helm: (args: string[]) => tool(helmPath, ['--kubeconfig', kubeconfigPath, ...args]),
+  };
+}
+
+/** Called in a test (or beforeEach): on its failure, prints the tail of every process log of the real cluster. */
+export function printRealClusterLogsOnFailure(lines = 40): void {
+  onTestFailed(() => {
+    const dir = inject('realClusterDir');
+    for (const name of ['kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'containerd', 'kubelet', 'kube-proxy']) {
+      const file = path.join(dir, `${name}.log`);
+      if (!fs.existsSync(file)) continue;
+      console.error(`--- last ${lines} lines of ${name} ---\n${fs.readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n')}`);
+    }
+  });
+}
