@@ -1,4 +1,4 @@
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import https from 'node:https';
@@ -7,6 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createCertificateAuthority, createSignedCertificate, type KeyPairPem } from '../tls/certificates.js';
 import { freePort } from './ports.js';
+import { ProcessGroup, processAlive, type GroupProcess } from './process-group.js';
 import { waitFor } from './wait.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -58,14 +59,6 @@ export interface ControlPlaneOptions {
   apiServerArgs?: string[];
 }
 
-interface Proc {
-  name: string;
-  child: ChildProcess;
-  logFile: string;
-  exited: Promise<void>;
-  exitCode?: number | null;
-}
-
 /**
  * The folder of etcd, kube-apiserver, kube-controller-manager and kubectl: $KUBEBUILDER_ASSETS when set,
  * else what build-binaries.sh (beside this module's source) prints, which builds them with Go on first use.
@@ -113,58 +106,15 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
   const dir = opts.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), STATE_PREFIX));
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'owner.pid'), String(process.pid));
-  const procs: Proc[] = [];
-  const killAll = (): void => {
-    for (const p of procs) if (p.exitCode === undefined) p.child.kill('SIGKILL');
-  };
-  process.on('exit', killAll);
-
-  const logTail = (lines = 40): string =>
-    procs
-      .map((p) => {
-        const text = fs.existsSync(p.logFile) ? fs.readFileSync(p.logFile, 'utf8') : '';
-        return `--- ${p.name} (${p.logFile}) ---\n${text.split('\n').slice(-lines).join('\n')}`;
-      })
-      .join('\n');
-
-  const terminate = async (p: Proc): Promise<void> => {
-    if (p.exitCode !== undefined) return;
-    p.child.kill('SIGTERM');
-    const timer = setTimeout(() => p.child.kill('SIGKILL'), 10_000);
-    await p.exited;
-    clearTimeout(timer);
-  };
+  const group = new ProcessGroup(dir, path.join(dir, 'pids'));
+  const launch = (name: string, args: string[]): GroupProcess => group.launch(name, path.join(binDir, name), args);
+  const alive = (p: GroupProcess): void => group.alive(p);
+  const logTail = (lines?: number): string => group.logTail(lines);
   const stop = async (): Promise<void> => {
-    for (const p of [...procs].reverse()) await terminate(p);
-    process.off('exit', killAll);
+    await group.stopAll();
     if (!process.env.ROLLGUARD_KEEP_CONTROL_PLANE && opts.dir === undefined) {
       fs.rmSync(dir, { recursive: true, force: true });
     }
-  };
-
-  const launch = (name: string, args: string[]): Proc => {
-    const logFile = path.join(dir, `${name}.log`);
-    const fd = fs.openSync(logFile, 'a');
-    const child = spawn(path.join(binDir, name), args, { stdio: ['ignore', fd, fd] });
-    fs.closeSync(fd);
-    const proc: Proc = { name, child, logFile, exited: Promise.resolve() };
-    proc.exited = new Promise((resolve) => {
-      child.on('exit', (code, signal) => {
-        proc.exitCode = code ?? (signal ? -1 : null);
-        resolve();
-      });
-      child.on('error', () => {
-        proc.exitCode = -1;
-        resolve();
-      });
-    });
-    procs.push(proc);
-    fs.appendFileSync(path.join(dir, 'pids'), `${child.pid}\n`);
-    return proc;
-  };
-
-  const alive = (p: Proc): void => {
-    if (p.exitCode !== undefined) throw new Error(`${p.name} exited with ${p.exitCode}\n${logTail(30)}`);
   };
 
   try {
@@ -217,7 +167,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       '--v=1',
       ...(opts.apiServerArgs ?? []),
     ];
-    let apiserver: Proc | undefined;
+    let apiserver: GroupProcess | undefined;
     const startApiServer = async (): Promise<void> => {
       if (apiserver !== undefined && apiserver.exitCode === undefined) throw new Error('kube-apiserver is running already');
       const proc = launch('kube-apiserver', apiServerArgs);
@@ -228,7 +178,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       }, { timeoutMs: 120_000, intervalMs: 250 });
     };
     const stopApiServer = async (): Promise<void> => {
-      if (apiserver !== undefined) await terminate(apiserver);
+      if (apiserver !== undefined) await group.terminate(apiserver);
     };
     await startApiServer();
 
@@ -392,16 +342,6 @@ function isControlPlaneProcess(pid: number): boolean {
   try {
     const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
     return /\/(etcd|kube-apiserver|kube-controller-manager)\0/.test(cmd);
-  } catch {
-    return false;
-  }
-}
-
-function processAlive(pid: number): boolean {
-  if (!Number.isInteger(pid) || pid <= 0) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
   } catch {
     return false;
   }

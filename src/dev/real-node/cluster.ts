@@ -1,4 +1,4 @@
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { createCertificateAuthority, createSignedCertificate, type KeyPairPem } from '../../tls/certificates.js';
 import { controlPlaneBinaries, devScript, kubeconfig } from '../control-plane.js';
 import { freePort } from '../ports.js';
+import { ProcessGroup, processAlive, type GroupProcess } from '../process-group.js';
 import { waitFor } from '../wait.js';
 import { cniConfig, containerdConfig, kubeletConfig, kubeProxyConfig, NODE_NETWORK, nodePaths } from './configs.js';
 import { removeHostNetwork, removeNetns, setUpHostNetwork, unmountBelow } from './host-network.js';
@@ -42,13 +43,6 @@ export interface RealClusterOptions {
   apiServerArgs?: string[];
 }
 
-interface Proc {
-  name: string;
-  child: ChildProcess;
-  logFile: string;
-  exited: Promise<void>;
-  exitCode?: number | null;
-}
 
 /** The folder of kubelet, kube-scheduler and kube-proxy, built by build-binaries.sh node on first use. */
 export function nodeBinaries(): string {
@@ -82,69 +76,27 @@ export async function startRealCluster(opts: RealClusterOptions): Promise<RealCl
   const dir = path.join(RUN_DIR, 'cluster');
   fs.mkdirSync(dir, { recursive: true });
   const paths = nodePaths(PERSISTENT_DIR, RUN_DIR);
-  const procs: Proc[] = [];
-  const killAll = (): void => {
-    for (const p of procs) if (p.exitCode === undefined) p.child.kill('SIGKILL');
-  };
-  process.on('exit', killAll);
+  const group = new ProcessGroup(dir, PIDS_FILE);
   let savedNetwork: { ipForward: string } | undefined;
   const kubectlPath = path.join(binDir, 'kubectl');
   const kubeconfigPath = path.join(dir, 'admin.kubeconfig');
   const ctr = (args: string[]): string =>
     execFileSync('ctr', ['--address', paths.containerdSocket, '--namespace', 'k8s.io', ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 
-  const logTail = (lines = 40): string =>
-    procs
-      .map((p) => {
-        const text = fs.existsSync(p.logFile) ? fs.readFileSync(p.logFile, 'utf8') : '';
-        return `--- ${p.name} (${p.logFile}) ---\n${text.split('\n').slice(-lines).join('\n')}`;
-      })
-      .join('\n');
-
-  const terminate = async (p: Proc): Promise<void> => {
-    if (p.exitCode !== undefined) return;
-    p.child.kill('SIGTERM');
-    const timer = setTimeout(() => p.child.kill('SIGKILL'), 10_000);
-    await p.exited;
-    clearTimeout(timer);
-  };
-
-  const launch = (name: string, binary: string, args: string[]): Proc => {
-    const logFile = path.join(dir, `${name}.log`);
-    const fd = fs.openSync(logFile, 'a');
-    const child = spawn(binary, args, { stdio: ['ignore', fd, fd] });
-    fs.closeSync(fd);
-    const proc: Proc = { name, child, logFile, exited: Promise.resolve() };
-    proc.exited = new Promise((resolve) => {
-      child.on('exit', (code, signal) => {
-        proc.exitCode = code ?? (signal ? -1 : null);
-        resolve();
-      });
-      child.on('error', () => {
-        proc.exitCode = -1;
-        resolve();
-      });
-    });
-    procs.push(proc);
-    fs.appendFileSync(PIDS_FILE, `${child.pid}\n`);
-    return proc;
-  };
-  const alive = (p: Proc): void => {
-    if (p.exitCode !== undefined) throw new Error(`${p.name} exited with ${p.exitCode}\n${logTail(30)}`);
-  };
-  const byName = (name: string): Proc | undefined => procs.find((p) => p.name === name);
+  const launch = (name: string, binary: string, args: string[]): GroupProcess => group.launch(name, binary, args);
+  const alive = (p: GroupProcess): void => group.alive(p);
+  const logTail = (lines?: number): string => group.logTail(lines);
 
   const stop = async (): Promise<void> => {
     for (const name of ['kube-proxy', 'kubelet']) {
-      const p = byName(name);
-      if (p) await terminate(p);
+      const p = group.byName(name);
+      if (p) await group.terminate(p);
     }
-    const containerd = byName('containerd');
+    const containerd = group.byName('containerd');
     if (containerd && containerd.exitCode === undefined) removeAllContainers(ctr);
-    for (const p of [...procs].reverse()) await terminate(p);
+    await group.stopAll();
     unmountBelow(RUN_DIR);
     removeHostNetwork(savedNetwork, path.join(nodeBinDir, 'kube-proxy'));
-    process.off('exit', killAll);
     if (!process.env.ROLLGUARD_KEEP_CONTROL_PLANE) fs.rmSync(RUN_DIR, { recursive: true, force: true });
     fs.rmSync(PIDS_FILE, { force: true });
     fs.rmSync(OWNER_FILE, { force: true });
@@ -365,16 +317,6 @@ function claimNode(): void {
 function isOwnProcess(pid: number): boolean {
   try {
     return OWN_BINARIES.test(fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8'));
-  } catch {
-    return false;
-  }
-}
-
-function processAlive(pid: number): boolean {
-  if (!Number.isInteger(pid) || pid <= 0) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
   } catch {
     return false;
   }
