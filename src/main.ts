@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { pino, type Logger } from 'pino';
 import type { Config } from './config.js';
-import { loadKubeConfig } from './kube/kubeconfig.js';
+import { loadClusterAccess } from './kube/cluster-access.js';
+import type { KubeAccess } from './kube/kube-client.js';
 import { ownServiceAccount } from './kube/identity.js';
 import { errorText } from './kube/api-status.js';
 import { LeaderElector } from './kube/leader-election.js';
@@ -65,7 +65,7 @@ const IDENTITY_FIRST_RETRY_MS = 2_000;
 const IDENTITY_LONGEST_RETRY_MS = 5 * 60_000;
 
 /** Asks the API server who rollguard is, again (backing off) until it answers; a person's credentials are no identity of rollguard's alone. */
-function learnOwnServiceAccount(kubeConfig: KubeConfig, logger: Logger, learned: (user: string) => void): void {
+function learnOwnServiceAccount(kubeConfig: KubeAccess, logger: Logger, learned: (user: string) => void): void {
   const attempt = (waitMs: number): void => {
     ownServiceAccount(kubeConfig).then(
       (user) => {
@@ -86,7 +86,7 @@ function learnOwnServiceAccount(kubeConfig: KubeConfig, logger: Logger, learned:
   attempt(IDENTITY_FIRST_RETRY_MS);
 }
 
-export async function startRollguard(config: Config, kubeConfig: KubeConfig, logger: Logger): Promise<RunningRollguard> {
+export async function startRollguard(config: Config, kubeConfig: KubeAccess, logger: Logger): Promise<RunningRollguard> {
   const namespace = ownNamespace(config);
   const identity = `${os.hostname()}_${process.pid}`;
   const metrics = createMetrics();
@@ -300,7 +300,7 @@ export async function serve(config: Config): Promise<number> {
   // write still in flight, so the last lines of a shutdown came out of order or not at all.
   const logger = createLogger(config.logLevel, pino.destination({ dest: STDOUT_FD, sync: true }));
   logger.info({ version: VERSION, pid: process.pid }, 'rollguard starting');
-  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  const kubeConfig = await loadClusterAccess(config.kubeconfig);
   const running = await startRollguard(config, kubeConfig, logger);
   logger.info({ webhookPort: running.webhookPort(), adminPort: running.adminPort() }, 'rollguard started');
 

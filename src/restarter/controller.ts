@@ -1,6 +1,7 @@
-import { AppsV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Operation } from 'fast-json-patch';
 import type { Logger } from 'pino';
+import { appsV1, type AppsV1 } from '../kube/api-clients.js';
+import type { KubeAccess } from '../kube/kube-client.js';
 import type { EventRecorder, EventSpec, EventSubject } from '../kube/events.js';
 import type { CacheStatus, Informer } from '../kube/informer.js';
 import {
@@ -46,7 +47,7 @@ export const DEFAULT_WORKERS = 4;
 export const DEFAULT_RESYNC_PERIOD_MS = 10 * 60_000;
 
 export interface RestarterControllerOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   /** Namespaces to watch; undefined: all. */
   namespaces?: string[];
   /** 0 turns debouncing off. */
@@ -172,7 +173,7 @@ function unionOf(parts: WorkloadStore[]): WorkloadStore {
 }
 
 /** One JSON Patch of a workload's template or metadata, by kind. */
-function patchWorkload(apps: AppsV1Api, kind: WorkloadKind, namespace: string, name: string, body: Operation[]): Promise<Workload> {
+function patchWorkload(apps: AppsV1, kind: WorkloadKind, namespace: string, name: string, body: Operation[]): Promise<Workload> {
   switch (kind) {
     case 'StatefulSet':
       return apps.patchNamespacedStatefulSet({ name, namespace, body });
@@ -214,7 +215,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     ...compatCaches.map((c) => c.informer),
   ];
   const index = new ReverseIndex();
-  const apps = opts.kubeConfig.makeApiClient(AppsV1Api);
+  const apps = appsV1(opts.kubeConfig);
   const maxRestartsPerSecond = opts.maxRestartsPerSecond ?? DEFAULT_MAX_RESTARTS_PER_SECOND;
   // A burst of one second's worth: a handful of sets roll at once, a thousand do not.
   const restartBurst = Number.isFinite(maxRestartsPerSecond) ? Math.max(1, Math.ceil(maxRestartsPerSecond)) : 1;
