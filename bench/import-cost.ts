@@ -13,6 +13,7 @@ import { memoryLine, startRollguardServe } from './side-by-side/rollguard-serve.
 // peer's, in one run.
 //   npm run bench -- import-cost            (import costs, then idle RSS against a local API server)
 //   npm run bench -- import-cost --imports  (import costs only; no control plane)
+//   npm run bench -- import-cost --idle     (idle RSS only)
 // Import cost: the RSS of a fresh Node process after it imported one module (and a full GC),
 // minus that of the same process importing nothing; the median of IMPORT_RUNS. The modules are
 // each product dependency, the client-node pieces rollguard could reach (its root, the KubeConfig
@@ -115,8 +116,10 @@ async function peerIdle(kubeconfigPath: string, dir: string, namespace: string):
 
 async function main(): Promise<void> {
   const deployed = deployedNodeOptions();
-  await importCosts([]);
-  await importCosts(deployed);
+  if (!process.argv.includes('--idle')) {
+    await importCosts([]);
+    await importCosts(deployed);
+  }
   if (process.argv.includes('--imports')) return;
 
   const cp = await startControlPlane({ controllerManager: false });
@@ -131,9 +134,12 @@ async function main(): Promise<void> {
     const peer = await peerIdle(cp.kubeconfigPath, dir, namespace);
     console.log(`\nidle RSS (nothing to watch, ${SETTLE_MS / 1000} s after ready/synced), ${new Date().toISOString()}; target <= ${TARGET_IDLE_MB} MB with the deployed flags`);
     console.log(`  controller-runtime peer                    ${mb(peer)}`);
+    // BENCH_IDLE_VARIANTS: more flag sets to weigh, `;` between sets, e.g. "--max-semi-space-size=4;--max-semi-space-size=8"
+    const variants = (process.env.BENCH_IDLE_VARIANTS ?? '').split(';').map((v) => v.split(' ').filter(Boolean)).filter((v) => v.length > 0);
     for (const [label, args] of [
       [`rollguard serve, deployed NODE_OPTIONS (${deployed.join(' ')})`, deployed],
       ['rollguard serve, no Node flags', []],
+      ...variants.map((v) => [`rollguard serve, ${v.join(' ')}`, v] as const),
     ] as const) {
       const idle = await rollguardIdle(cp.kubeconfigPath, dir, namespace, [...args]);
       console.log(`  ${label.padEnd(42)} ${mb(idle.rss)}  (${(idle.rss / peer).toFixed(2)} x peer; ${idle.rss <= TARGET_IDLE_MB * MB ? 'meets' : 'misses'} ${TARGET_IDLE_MB} MB)`);

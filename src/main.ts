@@ -30,11 +30,16 @@ import { rollguardStatus, type RollguardStatus } from './status.js';
 import { createWebhookServer } from './server/webhook-server.js';
 import { createCertificateSource } from './tls/certificate-source.js';
 import { VERSION } from './version.js';
+import { trimHeap } from './heap.js';
 import { formatTiming, timingOf } from './restarter/timing.js';
 
 const SERVICE_ACCOUNT_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 const FALLBACK_NAMESPACE = 'rollguard-system';
 const STDOUT_FD = 1;
+/** How long after the first ready the heap is trimmed (heap.ts): start-up's last allocations are garbage by then. */
+const TRIM_AFTER_READY_MS = 5_000;
+const TRIM_POLL_MS = 1_000;
+const MIB = 1024 * 1024;
 
 export interface RunningRollguard {
   webhookPort(): number;
@@ -294,6 +299,22 @@ export async function startRollguard(config: Config, kubeConfig: KubeAccess, log
   };
 }
 
+/** Once `running` is first ready (caches synced), and TRIM_AFTER_READY_MS later, gives back what start-up grew (heap.ts). */
+function trimOnceReady(running: RunningRollguard, logger: Logger): void {
+  const poll = setInterval(() => {
+    if (!running.ready()) return;
+    clearInterval(poll);
+    setTimeout(() => {
+      const { beforeBytes, afterBytes, pauseMs } = trimHeap();
+      logger.info(
+        { rssBeforeMiB: Math.round(beforeBytes / MIB), rssAfterMiB: Math.round(afterBytes / MIB), pauseMs: Math.round(pauseMs) },
+        'start-up done: gave back the heap start-up grew',
+      );
+    }, TRIM_AFTER_READY_MS).unref();
+  }, TRIM_POLL_MS);
+  poll.unref();
+}
+
 /** `rollguard serve`: runs until SIGTERM/SIGINT; a second signal exits at once. */
 export async function serve(config: Config): Promise<number> {
   // Synchronous: every way out ends in process.exit (cli.ts), which does not wait for an asynchronous
@@ -303,6 +324,7 @@ export async function serve(config: Config): Promise<number> {
   const kubeConfig = await loadClusterAccess(config.kubeconfig);
   const running = await startRollguard(config, kubeConfig, logger);
   logger.info({ webhookPort: running.webhookPort(), adminPort: running.adminPort() }, 'rollguard started');
+  trimOnceReady(running, logger);
 
   return new Promise<number>((resolve) => {
     let signalled = false;
