@@ -141,7 +141,17 @@ async function main(): Promise<void> {
       ['rollguard serve, no Node flags', []],
       ...variants.map((v) => [`rollguard serve, ${v.join(' ')}`, v] as const),
     ] as const) {
-      const idle = await rollguardIdle(cp.kubeconfigPath, dir, namespace, [...args]);
+      // NAME=value in a set: an environment variable of that process (MALLOC_ARENA_MAX=2), not a flag
+      const env = args.filter((a) => /^[A-Z_]+=/.test(a));
+      const saved = { ...process.env };
+      for (const e of env) process.env[e.slice(0, e.indexOf('='))] = e.slice(e.indexOf('=') + 1);
+      const idle = await rollguardIdle(cp.kubeconfigPath, dir, namespace, args.filter((a) => !env.includes(a))).finally(() => {
+        for (const e of env) {
+          const name = e.slice(0, e.indexOf('='));
+          if (saved[name] === undefined) delete process.env[name];
+          else process.env[name] = saved[name];
+        }
+      });
       console.log(`  ${label.padEnd(42)} ${mb(idle.rss)}  (${(idle.rss / peer).toFixed(2)} x peer; ${idle.rss <= TARGET_IDLE_MB * MB ? 'meets' : 'misses'} ${TARGET_IDLE_MB} MB)`);
       console.log(`    ${idle.line}`);
     }
