@@ -59,6 +59,7 @@ export const FLAGS = [
   { name: 'allowed-probe-hosts', type: 'list', default: '', description: "health-gated rollouts: hosts a health URL may name besides a Service of the set's namespace or a pod of the set (resolved through DNS; link-local and metadata addresses stay refused); empty: none", commands: BOTH },
   { name: 'compat', type: 'string', default: '', description: "stackable: also honour Stackable commons-operator's restarter (label restarter.stackable.tech/enabled, its annotation keys and values, its opt-outs) and evict pods at their restarter.stackable.tech/expires-at.* times; empty: rollguard's contract only", commands: BOTH },
   { name: 'log-level', type: 'level', default: 'info', description: `log level: ${LOG_LEVELS.join(', ')}`, commands: BOTH },
+  { name: 'real-node', type: 'bool', default: 'false', description: 'rollguard dev: run the demo on a real node (containerd, a kubelet) with rollguard installed by its Helm chart; Linux and root', commands: ['dev'] },
   { name: 'dev-dir', type: 'string', default: 'certs/dev', description: 'rollguard dev: where the local control plane keeps its PKI, kubeconfig and logs', commands: ['dev'] },
 ] as const satisfies readonly FlagSpec[];
 

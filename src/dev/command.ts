@@ -32,6 +32,11 @@ const DEMO_DB_PORT = 8008;
  * `given`: the flags the user set; a port left at its default moves to a free one when taken.
  */
 export async function dev(config: Config, given: ReadonlySet<string> = new Set()): Promise<number> {
+  if (config.realNode) {
+    // loaded only here: `npm start` without the flag stays as it was
+    const { devOnRealNode } = await import('./real-node/demo.js');
+    return devOnRealNode(repoRoot());
+  }
   let root: string;
   let cp: ControlPlane;
   let ports: Pick<Config, 'webhookPort' | 'adminPort'>;

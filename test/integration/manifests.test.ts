@@ -100,6 +100,7 @@ const RENDERINGS: Rendering[] = [
     name: 'helm rbac.scope=namespaces',
     render: (ctx) => helmTemplate('rollguard', ['rbac.scope=namespaces', `rbac.namespaces={${ctx.namespace},${ONE_NAMESPACE}}`], OWN_NAMESPACE)(ctx),
   },
+  { name: 'helm serviceAccountToken.expirationSeconds=600', render: helmTemplate('rollguard', ['serviceAccountToken.expirationSeconds=600'], OWN_NAMESPACE) },
   { name: 'helm values/openshift.yaml', render: helmTemplate('rollguard', [], OWN_NAMESPACE, ['openshift.yaml']) },
   { name: 'helm values/platform.yaml', render: helmTemplate('rollguard', [], OWN_NAMESPACE, ['platform.yaml']) },
   {
@@ -606,6 +607,26 @@ describe('deploy manifests', () => {
       expect(rulesFor(objects, deploy, deploy.metadata!.namespace!).some((r) => r.resources?.includes('events') && r.verbs.includes('create'))).toBe(true);
     },
   );
+
+  it('helm serviceAccountToken.expirationSeconds: a projected token of that lifetime where the automount put it, and nothing below 600', async () => {
+    const spec = only<V1Deployment>(objectsOf('helm serviceAccountToken.expirationSeconds=600'), 'Deployment').spec!.template.spec!;
+    expect(spec.automountServiceAccountToken).toBe(false);
+    const mount = spec.containers[0]!.volumeMounts?.find((m) => m.mountPath === '/var/run/secrets/kubernetes.io/serviceaccount');
+    expect(mount?.readOnly).toBe(true);
+    const sources = spec.volumes?.find((v) => v.name === mount?.name)?.projected?.sources ?? [];
+    // the three files client-node reads in a pod: token, ca.crt, namespace
+    expect(sources.find((s) => s.serviceAccountToken)?.serviceAccountToken).toEqual({ path: 'token', expirationSeconds: 600 });
+    expect(sources.find((s) => s.configMap)?.configMap).toEqual({ name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] });
+    expect(sources.find((s) => s.downwardAPI)?.downwardAPI?.items).toEqual([{ path: 'namespace', fieldRef: { fieldPath: 'metadata.namespace' } }]);
+    // the default keeps the kubelet's automount
+    const defaults = only<V1Deployment>(objectsOf('helm defaults'), 'Deployment').spec!.template.spec!;
+    expect([defaults.automountServiceAccountToken, defaults.volumes]).toEqual([undefined, undefined]);
+    const failure = await helmTemplate('rollguard', ['serviceAccountToken.expirationSeconds=300'], OWN_NAMESPACE)(ctx).then(
+      () => 'rendered',
+      (err: unknown) => String(err),
+    );
+    expect(failure).toContain('serviceAccountToken.expirationSeconds must be 0 or at least 600');
+  });
 
   it('the Helm chart refuses rbac.scope=namespaces without namespaces, and an unknown scope', async () => {
     for (const [values, message] of [
