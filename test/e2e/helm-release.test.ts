@@ -133,6 +133,43 @@ async function mountedToken(cluster: RealClusterClient, namespace: string, pod: 
   return (await cluster.kubectl(['exec', '-n', namespace, pod, '--', '/nodejs/bin/node', '-e', script])).trim();
 }
 
+/** A one-pod set that says its application re-reads its mounted files: its ConfigMap only as a volume. */
+function filesSet(name: string): string {
+  return JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'List',
+    items: [
+      { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: APP_NS }, data: { value: 'one' } },
+      {
+        apiVersion: 'apps/v1',
+        kind: 'StatefulSet',
+        metadata: { name, namespace: APP_NS, labels: { 'rollguard.io/enabled': 'true' }, annotations: { 'rollguard.io/reload': 'files' } },
+        spec: {
+          replicas: 1,
+          serviceName: name,
+          selector: { matchLabels: { app: name } },
+          template: {
+            metadata: { labels: { app: name } },
+            spec: {
+              terminationGracePeriodSeconds: 5,
+              securityContext: { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } },
+              containers: [
+                {
+                  name: 'app',
+                  image: 'registry.example/app:1',
+                  volumeMounts: [{ name: 'config', mountPath: '/etc/app', readOnly: true }],
+                  securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
+                },
+              ],
+              volumes: [{ name: 'config', configMap: { name } }],
+            },
+          },
+        },
+      },
+    ],
+  });
+}
+
 const isReady = (pod: V1Pod): boolean => pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 
 describe('the chart installed by helm on a real node', () => {
@@ -312,6 +349,33 @@ describe('the chart installed by helm on a real node', () => {
     const events = await cluster.kubectlJson<List<CoreV1Event>>(['get', 'events', '-n', LOAD_NS, '--field-selector', `involvedObject.name=${target},reason=ConfigChanged`]);
     expect(events.items.some((e) => e.message?.includes(target))).toBe(true);
   });
+
+  it('rollguard.io/reload: files — the kubelet updates the mounted file in the running container: no restart, an UpdatedInPlace Event', async () => {
+    const name = 'files';
+    await cluster.kubectl(['create', '-f', '-'], filesSet(name));
+    const pod = await waitFor('the pod Ready', async () => {
+      const p = await cluster.kubectlJson<V1Pod>(['get', 'pod', `${name}-0`, '-n', APP_NS]).catch(() => undefined);
+      return p && isReady(p) ? p : undefined;
+    }, { timeoutMs: 120_000, intervalMs: 500 });
+    const changed = Date.now();
+    await cluster.kubectl(['patch', 'configmap', name, '-n', APP_NS, '--type=merge', '-p', JSON.stringify({ data: { value: 'two' } })]);
+    // the kubelet's sync period (1 min) and its cache's propagation: up to about two minutes
+    await waitFor('the new value in the running container\'s file', async () => {
+      const seen = (await cluster.kubectl(['exec', '-n', APP_NS, `${name}-0`, '--', 'cat', '/etc/app/value'])).trim();
+      return seen === 'two' ? true : undefined;
+    }, { timeoutMs: 180_000, intervalMs: 2_000 });
+    console.log(`[e2e] the mounted file changed ${Math.round((Date.now() - changed) / 1000)} s after the ConfigMap`);
+    const after = await cluster.kubectlJson<V1Pod>(['get', 'pod', `${name}-0`, '-n', APP_NS]);
+    expect(after.metadata?.uid, 'the same pod').toBe(pod.metadata?.uid);
+    expect(after.status?.containerStatuses?.[0]?.restartCount).toBe(0);
+    expect((await setGenerations(cluster, APP_NS)).get(name), 'no rollout').toBe(1);
+    const events = await waitFor('the UpdatedInPlace Event', async () => {
+      const list = await cluster.kubectlJson<List<CoreV1Event>>(['get', 'events', '-n', APP_NS, '--field-selector', `involvedObject.name=${name},reason=UpdatedInPlace`]);
+      return list.items.length > 0 ? list.items : undefined;
+    }, { timeoutMs: 60_000, intervalMs: 1_000 });
+    expect(events[0]?.type).toBe('Normal');
+    expect(events[0]?.message).toContain(name);
+  }, 400_000);
 
   it('re-reads its ServiceAccount token: past the first token\'s expiry the release still renews its Lease, and that first token is refused', async () => {
     const expiry = expiresAt(firstToken);
