@@ -1,14 +1,20 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
 import https from 'node:https';
+import os from 'node:os';
 import type { CoreV1Event, V1ConfigMap, V1Lease, V1MutatingWebhookConfiguration, V1Pod, V1StatefulSet } from '@kubernetes/client-node';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { waitFor } from '../env/wait.js';
 import { parseMetrics, sumOf, type Sample } from './apiserver-metrics.js';
 import { NEXT_TAG } from './images.js';
 import { namespaceSettled, printRealClusterLogsOnFailure, realCluster, type RealClusterClient } from './real-cluster.js';
 
-const CHART = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../deploy/helm/rollguard');
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const CHART = path.join(REPO, 'deploy/helm/rollguard');
+const CASES_NS = 'e2e-kuttl';
+const KUTTL_TIMEOUT_MS = 420_000;
 const RELEASE = 'rollguard';
 const RELEASE_NS = 'rollguard-system';
 const APP_NS = 'e2e-restricted';
@@ -205,7 +211,7 @@ describe('the chart installed by helm on a real node', () => {
     for (const [release, ns] of [[RELEASE, RELEASE_NS], [TOKEN_RELEASE, TOKEN_RELEASE]] as const) {
       await cluster.helm(['uninstall', release, '--namespace', ns, '--wait']).catch(() => undefined);
     }
-    for (const ns of [APP_NS, LOAD_NS, TOKEN_RELEASE]) {
+    for (const ns of [APP_NS, LOAD_NS, CASES_NS, TOKEN_RELEASE]) {
       await cluster.kubectl(['delete', 'namespace', ns, '--wait=false', '--ignore-not-found']).catch(() => undefined);
     }
   });
@@ -269,7 +275,7 @@ describe('the chart installed by helm on a real node', () => {
   });
 
 
-  it('helm upgrade of rollguard (a new value, a new image tag) while a client writes sets: no webhook call fails open or is rejected, no fence denial, no extra rollout', async () => {
+  it('helm upgrade of rollguard (compat=stackable, a new image tag) while a client writes sets: no webhook call fails open or is rejected, no fence denial, no extra rollout', async () => {
     const before = await admissionCounters(cluster);
     const shopBefore = (await setGenerations(cluster, APP_NS)).get(SET);
     const changes = new Map<string, number>();
@@ -297,7 +303,8 @@ describe('the chart installed by helm on a real node', () => {
     try {
       await cluster.helm([
         'upgrade', RELEASE, CHART, '--namespace', RELEASE_NS, '--reuse-values', '--wait', '--timeout', '5m',
-        '--set', 'logLevel=debug', '--set', `image.tag=${NEXT_TAG}`,
+        // the changed value: Stackable's dialect too, which the kuttl cases below need
+        '--set', 'compat=stackable', '--set', `image.tag=${NEXT_TAG}`,
       ]);
     } finally {
       upgrading = false;
@@ -349,6 +356,30 @@ describe('the chart installed by helm on a real node', () => {
     const events = await cluster.kubectlJson<List<CoreV1Event>>(['get', 'events', '-n', LOAD_NS, '--field-selector', `involvedObject.name=${target},reason=ConfigChanged`]);
     expect(events.items.some((e) => e.message?.includes(target))).toBe(true);
   });
+
+  it('test/kuttl, unmodified, passes with kubectl-kuttl against the upgraded release (its pods real containers)', async () => {
+    await cluster.kubectl(['create', 'namespace', CASES_NS]);
+    const kuttlDir = execFileSync('bash', [path.join(REPO, 'src/dev/build-kuttl.sh')], { encoding: 'utf8' }).trim().split('\n').pop()!;
+    // kuttl writes a kubeconfig into its working folder: keep that out of the repo
+    const work = fs.mkdtempSync(path.join(os.tmpdir(), 'rollguard-e2e-kuttl-'));
+    const child = spawn(
+      path.join(kuttlDir, 'kubectl-kuttl'),
+      ['test', path.join(REPO, 'test/kuttl'), '--config', path.join(REPO, 'test/kuttl/kuttl-test.yaml'), '--namespace', CASES_NS, '--parallel', '1', '--timeout', '120'],
+      { cwd: work, env: { ...process.env, KUBECONFIG: cluster.kubeconfigPath, PATH: `${path.dirname(inject('realKubectlPath'))}:${process.env.PATH ?? ''}` } },
+    );
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), KUTTL_TIMEOUT_MS);
+    const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+    clearTimeout(timer);
+    fs.writeFileSync(path.join(work, 'kuttl.log'), output);
+    expect(code, `kubectl-kuttl exited ${code}; full output in ${path.join(work, 'kuttl.log')}\n${output.slice(-4000)}`).toBe(0);
+    // every case under test/kuttl passed, by name
+    const cases = fs.readdirSync(path.join(REPO, 'test/kuttl'), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+    expect(cases.length).toBeGreaterThan(0);
+    for (const name of cases) expect(output, name).toMatch(new RegExp(`--- PASS: kuttl/harness/${name} `));
+  }, KUTTL_TIMEOUT_MS + 10_000);
 
   it('rollguard.io/reload: files — the kubelet updates the mounted file in the running container: no restart, an UpdatedInPlace Event', async () => {
     const name = 'files';
