@@ -344,7 +344,9 @@ describe('the chart installed by helm on a real node', () => {
     const generation = await waitFor('the set settled', async () => {
       const s = await cluster.kubectlJson<V1StatefulSet>(['get', 'statefulset', name, '-n', APP_NS]);
       const st = s.status;
-      return st?.observedGeneration === s.metadata?.generation && st?.readyReplicas === 1 && st?.updatedReplicas === 1 && st?.currentRevision === st?.updateRevision
+      // annotated too: by the webhook at creation, or by the loop when a webhook call failed open
+      const annotated = s.spec?.template.metadata?.annotations?.[`configmap.rollguard.io/${name}`] !== undefined;
+      return annotated && st?.observedGeneration === s.metadata?.generation && st?.readyReplicas === 1 && st?.updatedReplicas === 1 && st?.currentRevision === st?.updateRevision
         ? s.metadata?.generation
         : undefined;
     }, { timeoutMs: 120_000, intervalMs: 500 });
