@@ -43,6 +43,7 @@ export const FLAGS = [
   { name: 'debounce', type: 'duration', default: '5s', min: 0, description: 'a burst of changes to the objects of one workload (StatefulSet, Deployment, DaemonSet) within this window makes one rollout', commands: BOTH },
   { name: 'min-restart-interval', type: 'duration', default: '1m', min: 0, description: 'at most one restart per workload in this window (counted from its last restart, kept on the workload); the last change wins when it passes (0: no floor)', commands: BOTH },
   { name: 'max-restarts-per-second', type: 'number', default: '5', min: 0.01, description: 'global pace of restarts that rollguard starts', commands: BOTH },
+  { name: 'reference-wait', type: 'duration', default: '1s', min: 0, max: 2_000, description: "at admission, how long a write waits for the caches to bring a ConfigMap or Secret it references and they do not know (one created just before its workload is still on the watch); 0: no wait: it is written absent and its arrival rolls the workload", commands: BOTH },
   { name: 'workers', type: 'int', default: '4', min: 1, max: 64, description: 'workloads reconciled in parallel', commands: BOTH },
   { name: 'resync-period', type: 'duration', default: '10m', min: 0, description: 're-check every opted-in workload this often (0: never)', commands: BOTH },
   { name: 'watch-idle-timeout', type: 'duration', default: '2m', min: 1_000, description: 'a watch silent this long (two bookmark intervals) is dead and restarted; applies once the API server has sent a bookmark', commands: BOTH },

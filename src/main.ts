@@ -174,6 +174,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
           cachesSynced: restarter.cachesSynced,
           lookup: restarter.lookup,
           cacheProgress: restarter.cacheProgress,
+          referenceWaitMs: config.referenceWait,
           inScope: restarter.covers,
           timing,
           ownUser: () => ownUser,

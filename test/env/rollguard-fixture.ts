@@ -34,6 +34,8 @@ export interface RollguardFixtureOptions {
    * Omitted: it shares the test's credentials.
    */
   identity?: 'service-account';
+  /** The kubeconfig rollguard runs with, made from the one it would get (e.g. through a fault proxy). */
+  kubeconfig?: (kubeconfigPath: string) => string;
 }
 
 /**
@@ -62,9 +64,10 @@ export async function startRollguardFixture(opts: RollguardFixtureOptions): Prom
       webhook = await registerWebhook(kc, { name: ns, port: await freePort(), namespace: ns, failurePolicy: 'Ignore', timeoutSeconds: 2 });
     }
     if (opts.identity === 'service-account') account = await serviceAccountCredentials(kc, own, 'rollguard');
+    const runsWith = opts.kubeconfig ? opts.kubeconfig(account?.kubeconfigPath ?? kubeconfigPath) : (account?.kubeconfigPath ?? kubeconfigPath);
     rollguard = await startRollguardProcess({
       name: opts.name,
-      kubeconfigPath: account?.kubeconfigPath ?? kubeconfigPath,
+      kubeconfigPath: runsWith,
       args: [
         `--namespace=${own}`,
         `--watch-namespaces=${ns}`,
@@ -75,7 +78,7 @@ export async function startRollguardFixture(opts: RollguardFixtureOptions): Prom
     });
     if (opts.webhook === 'registered') webhook = await registerWebhook(kc, { name: ns, port: rollguard.webhookPort, namespace: ns, compat: opts.compat });
     await rollguard.waitReady();
-    return { ns, own, kubeconfigPath: account?.kubeconfigPath ?? kubeconfigPath, rollguard, kubelet, teardown };
+    return { ns, own, kubeconfigPath: runsWith, rollguard, kubelet, teardown };
   } catch (err) {
     await teardown();
     throw err;
