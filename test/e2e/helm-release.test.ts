@@ -336,10 +336,15 @@ describe('the chart installed by helm on a real node', () => {
     expect(after.fenceDenials - before.fenceDenials, 'fence denials').toBe(0);
   });
 
-  // skipped: found unfinished — the set's creation often misses the webhook (fail-open) right after the release changed, and the late annotation replaces the pod (note of 2026-12-03)
-  it.skip('rollguard.io/reload: files — the kubelet updates the mounted file in the running container: no restart, an UpdatedInPlace Event', async () => {
+  it('rollguard.io/reload: files — the kubelet updates the mounted file in the running container: no restart, an UpdatedInPlace Event', async () => {
     const name = 'files';
+    // one kubectl create of both: the set's admission comes while the ConfigMap may still be on rollguard's watch
     await cluster.kubectl(['create', '-f', '-'], filesSet(name));
+    const createdCm = await cluster.kubectlJson<V1ConfigMap>(['get', 'configmap', name, '-n', APP_NS]);
+    const createdSet = await cluster.kubectlJson<V1StatefulSet>(['get', 'statefulset', name, '-n', APP_NS]);
+    expect(createdSet.spec?.template.metadata?.annotations?.[`configmap.rollguard.io/${name}`], 'the version at admission, not absent').toBe(
+      `${createdCm.metadata?.uid}/${createdCm.metadata?.resourceVersion}`,
+    );
     // settled first: the set at its last revision, its pod of that revision Ready (a webhook call
     // that failed open would roll it once, with a ReferencesAnnotated Event, before this)
     const generation = await waitFor('the set settled', async () => {
