@@ -288,7 +288,11 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
       if (event.type === 'deleted' && !still) reconciler.forgetWorkload(effect.key);
       if (event.type === 'deleted' && !still && event.previous?.metadata?.uid) opts.events.forget?.(event.previous.metadata.uid);
       else if (effect.index && effect.index !== 'remove') index.setReferences(effect.key, event.current?.metadata?.namespace ?? '', effect.index);
-      if (effect.wake || still) controller.enqueue({ key: effect.key, debounce: true });
+      // A workload created now is reconciled at once, not at the end of the debounce: its digest
+      // baseline (what its pods read) is recorded before a change in its first seconds needs it to
+      // be told apart, served in place or not. The caches' first list is the first pass's.
+      const created = event.type === 'added' && cachesSynced();
+      if (effect.wake || still) controller.enqueue({ key: effect.key, debounce: !created });
     });
   }
   for (const kind of ['ConfigMap', 'Secret'] as const) {

@@ -366,6 +366,8 @@ describe('the chart installed by helm on a real node', () => {
     }, { timeoutMs: 180_000, intervalMs: 2_000 });
     console.log(`[e2e] the mounted file changed ${Math.round((Date.now() - changed) / 1000)} s after the ConfigMap`);
     const after = await cluster.kubectlJson<V1Pod>(['get', 'pod', `${name}-0`, '-n', APP_NS]);
+    const told = await cluster.kubectlJson<List<CoreV1Event>>(['get', 'events', '-n', APP_NS, '--field-selector', `involvedObject.name=${name}`]);
+    console.log(`[e2e] the files set's Events: ${told.items.map((e) => `${e.reason}: ${e.message}`).join(' | ')}`);
     expect(after.metadata?.uid, 'the same pod').toBe(pod.metadata?.uid);
     expect(after.status?.containerStatuses?.[0]?.restartCount).toBe(0);
     expect((await setGenerations(cluster, APP_NS)).get(name), 'no rollout').toBe(generation);
