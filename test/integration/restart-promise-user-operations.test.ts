@@ -314,6 +314,21 @@ describe('kubectl apply --server-side by two field managers', () => {
   };
   const rollguardValues = (w: AnyWorkload): Record<string, string> =>
     Object.fromEntries(Object.entries(w.spec?.template.metadata?.annotations ?? {}).filter(([k]) => k.includes('.rollguard.io/')));
+  /** The fields each field manager owns, as paths (`spec.template.metadata.annotations.<key>`), from managedFields. */
+  const owned = (w: AnyWorkload): Map<string, string[]> => {
+    const out = new Map<string, string[]>();
+    const walk = (node: unknown, at: string[], into: string[]): void => {
+      const entries = Object.entries((node ?? {}) as Record<string, unknown>).filter(([k]) => k.startsWith('f:'));
+      if (entries.length === 0 && at.length > 0) into.push(at.join('.'));
+      for (const [k, v] of entries) walk(v, [...at, k.slice(2)], into);
+    };
+    for (const m of w.metadata?.managedFields ?? []) {
+      const paths = out.get(m.manager ?? '') ?? [];
+      walk(m.fieldsV1, [], paths);
+      out.set(m.manager ?? '', paths);
+    }
+    return out;
+  };
   const records = (w: AnyWorkload): Record<string, string | undefined> =>
     Object.fromEntries([LAST_RESTART_ANNOTATION, TIMING_ANNOTATION, DIGESTS_ANNOTATION].map((k) => [k, w.metadata?.annotations?.[k]]));
 
@@ -360,6 +375,11 @@ describe('kubectl apply --server-side by two field managers', () => {
       await idle(fixture);
       const rolledOnce = await api.read(ns, name);
       expect(rolledOnce.metadata?.generation).toBe((before.metadata?.generation ?? 0) + 1);
+      // rollguard's writes are its own field manager's, and it owns only its own annotations
+      const ownership = owned(rolledOnce);
+      const rollguards = ownership.get('rollguard') ?? [];
+      expect(rollguards, JSON.stringify([...ownership])).toContain(`spec.template.metadata.annotations.${key}`);
+      expect(rollguards.filter((f) => !/^(metadata\.annotations\.rollguard\.io\/|spec\.template\.metadata\.annotations\.(configmap|secret)\.rollguard\.io\/)/.test(f))).toEqual([]);
 
       // 3. after rollguard's write, both managers' next applies pass without a conflict and roll nothing
       for (const [manager, file] of [[USER, userFile], [TOOL, toolFile]] as const) {
@@ -391,7 +411,8 @@ describe('kubectl apply --server-side by two field managers', () => {
       const staleFile = path.join(dir, `${kind}-${name}-tool-stale.json`);
       fs.writeFileSync(staleFile, JSON.stringify(stale));
       const refused = apply(ns, TOOL, staleFile);
-      expect(refused.ok ? 'applied' : refused.err).toMatch(/conflict/i);
+      // the conflict names rollguard's manager and the field: the tool's manifest names a field rollguard keeps
+      expect(refused.ok ? 'applied' : refused.err).toMatch(new RegExp(`conflict with "rollguard"[\\s\\S]*${key.replace(/[.]/g, '\\.')}`));
       applied(ns, TOOL, staleFile, '--force-conflicts');
       await loopCaughtUp(fixture);
       const forced = await api.read(ns, name);
