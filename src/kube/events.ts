@@ -95,21 +95,21 @@ export class EventRecorder {
 
   /**
    * Writes one Event under a name the caller chose (the same on every try, by every replica),
-   * its timestamps at `at`: true once it is stored, by this call or by an earlier one (409),
-   * false when it could not be written (logged; the caller, which holds the record that it is
+   * its timestamps at `at`: 'created' by this call, 'found' when an earlier one stored it (409),
+   * 'failed' when it could not be written (logged; the caller, which holds the record that it is
    * due, tries again). Not aggregated, no retries of its own.
    */
-  async recordOnce(subject: EventSubject, spec: EventSpec, opts: { name: string; at: Date }): Promise<boolean> {
+  async recordOnce(subject: EventSubject, spec: EventSpec, opts: { name: string; at: Date }): Promise<'created' | 'found' | 'failed'> {
     const message = spec.message.length > MESSAGE_MAX_LENGTH ? `${spec.message.slice(0, MESSAGE_MAX_LENGTH - 1)}…` : spec.message;
     const body = this.newEvent(subject, spec, message, opts.at);
     body.metadata = { ...body.metadata, name: opts.name };
     try {
       await this.core.createNamespacedEvent({ namespace: subject.namespace, body });
-      return true;
+      return 'created';
     } catch (err) {
-      if (statusCode(err) === 409) return true;
+      if (statusCode(err) === 409) return 'found';
       this.warn(err, subject, spec, message);
-      return false;
+      return 'failed';
     }
   }
 

@@ -388,11 +388,14 @@ export class RestarterReconciler implements Reconciler {
       const due = parseEventDue(value);
       // another set's mark (a copy made without the webhook), one too old to tell, or one that does not parse: nothing to tell
       if (due && dueToTell(due, set.metadata?.uid, this.now().getTime())) {
-        this.deps.logger.info(
-          { workload: ref.key, reason: due.reason, at: due.at },
-          `${describeWorkload(ref)}: the Event of its restart at ${due.at} was due and not yet written (rollguard stopped before it); ${due.reason}: ${due.message}`,
-        );
-        if (!(await this.tellDue(ref, set, set, due))) return 'untold';
+        const told = await this.tellDue(ref, set, set, due);
+        if (told === 'failed') return 'untold';
+        if (told === 'created') {
+          this.deps.logger.info(
+            { workload: ref.key, reason: due.reason, at: due.at },
+            `${describeWorkload(ref)}: the Event of its restart at ${due.at} was due and not written (rollguard stopped before it); written now: ${due.reason}: ${due.message}`,
+          );
+        }
       }
       this.toldDue.set(ref.key, value);
     }
@@ -405,18 +408,18 @@ export class RestarterReconciler implements Reconciler {
     return 'written';
   }
 
-  /** The Event a mark is due, under the mark's name: true once it is stored (now or before). */
-  private async tellDue(ref: WorkloadRef, set: Workload, patched: Workload | undefined, due: EventDue): Promise<boolean> {
+  /** The Event a mark is due, under the mark's name: 'created' now, 'found' stored before, or 'failed'. */
+  private async tellDue(ref: WorkloadRef, set: Workload, patched: Workload | undefined, due: EventDue): Promise<'created' | 'found' | 'failed'> {
     const subject = eventSubject(ref, set, patched);
     const spec = { type: due.type, reason: due.reason, message: due.message, action: PATCH_ACTION };
     const { recordOnce } = this.deps.events;
     if (!recordOnce) {
       await this.deps.events.record(subject, spec);
-      return true;
+      return 'created';
     }
-    const stored = await recordOnce.call(this.deps.events, subject, spec, { name: dueEventName(subject.name, due), at: new Date(due.at) });
-    if (stored) this.toldDue.set(ref.key, formatEventDue(due));
-    return stored;
+    const told = await recordOnce.call(this.deps.events, subject, spec, { name: dueEventName(subject.name, due), at: new Date(due.at) });
+    if (told !== 'failed') this.toldDue.set(ref.key, formatEventDue(due));
+    return told;
   }
 
   private enabledSet(kind: WorkloadKind, namespace: string, name: string): Workload | undefined {

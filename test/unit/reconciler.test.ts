@@ -151,7 +151,7 @@ describe('RestarterReconciler', () => {
               recordOnce: async (subject, spec, { name, at }) => {
                 named.push(`${name} at ${at.toISOString()}`);
                 if (opts.recordOnce) events.push(`${subject.kind} ${subject.namespace}/${subject.name}@${subject.resourceVersion} ${spec.type} ${spec.reason}: ${spec.message}`);
-                return opts.recordOnce ?? false;
+                return opts.recordOnce ? ('created' as const) : ('failed' as const);
               },
             }),
       },
