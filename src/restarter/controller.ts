@@ -63,7 +63,7 @@ export interface RestarterControllerOptions {
   logger: Logger;
   metrics: Metrics;
   /** Records the Event of every template change (main.ts builds the one recorder); told of each workload that is gone, when it can forget. */
-  events: Pick<EventRecorder, 'record'> & Partial<Pick<EventRecorder, 'forget'>>;
+  events: Pick<EventRecorder, 'record'> & Partial<Pick<EventRecorder, 'forget' | 'recordOnce'>>;
   /** rollguard's own namespace, where the digest key Secret lives; omitted: no data check (every version bump rolls). */
   ownNamespace?: string;
   /** The features a Deployment or DaemonSet is warned it asks for in vain (rollout/, handover/). */
@@ -228,6 +228,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   const contentDigest = dialects.find((d) => d.contentDigest)?.contentDigest;
   const digestReader = digestKeys ? new DigestReader(api, () => digestKeys.keys(), (kind) => metrics.dataReads.inc({ kind }), undefined, contentDigest?.of) : undefined;
   const forget = opts.events.forget?.bind(opts.events);
+  const recordOnce = opts.events.recordOnce?.bind(opts.events);
   // An Event whose write was under way while its workload was deleted lands after the deletion
   // told the recorder to forget it: forgotten then, so its aggregation outlives it by nothing.
   const recordAndForgetGone = async (subject: EventSubject, spec: EventSpec): Promise<void> => {
@@ -245,7 +246,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     readFresh: (kind, namespace, name) => readFresh(api, kind, namespace, name, ignore),
     minRestartIntervalMs: opts.minRestartIntervalMs ?? DEFAULT_MIN_RESTART_INTERVAL_MS,
     patchWorkload: (kind, namespace, name, ops) => patchWorkload(apps, kind, namespace, name, ops),
-    events: { record: recordAndForgetGone },
+    events: { record: recordAndForgetGone, ...(recordOnce ? { recordOnce } : {}) },
     restartLimiter,
     logger: log,
     metrics,
@@ -324,6 +325,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
       'restarter.reconciler.deferred': reconcile.deferred,
       'restarter.reconciler.told_unsupported': reconcile.told_unsupported,
       'restarter.reconciler.told_missing': reconcile.told_missing,
+      'restarter.reconciler.told_due': reconcile.told_due,
     };
   };
 

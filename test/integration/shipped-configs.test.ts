@@ -19,6 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { controlPlaneBinaries } from '../../src/dev/control-plane.js';
 import { HANDOVER_REQUEST_ANNOTATION } from '../../src/handover/state.js';
 import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
+import { EVENT_DUE_ANNOTATION } from '../../src/restarter/event-due.js';
 import { DIGEST_KEY_SECRET } from '../../src/restarter/digest-key.js';
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
 import { WANTED_REPLICAS_ANNOTATION } from '../../src/rollout/scale-down-hold.js';
@@ -286,6 +287,9 @@ describe('every shipped configuration lets rollguard do its job', () => {
         ['record a restart on a Deployment', p.deployment(setAnnotation('rollguard.io/last-restart-at'))],
         ['record a restart on a DaemonSet', p.daemonSet(setAnnotation('rollguard.io/last-restart-at'))],
         ['record a handover in flight on a StatefulSet', p.statefulSet(setAnnotation('rollguard.io/handover-state'))],
+        ['record an Event due on a StatefulSet', p.statefulSet(setAnnotation(EVENT_DUE_ANNOTATION))],
+        ['record an Event due on a Deployment', p.deployment(setAnnotation(EVENT_DUE_ANNOTATION))],
+        ['record an Event due on a DaemonSet', p.daemonSet(setAnnotation(EVENT_DUE_ANNOTATION))],
         ['record the digests on a Deployment', p.deployment(setAnnotation('rollguard.io/digests'))],
         ['record the digests on a DaemonSet', p.daemonSet(setAnnotation('rollguard.io/digests'))],
         ['step the partition of a StatefulSet', p.statefulSet((annotations) => [{ op: 'add', path: '/spec/updateStrategy/rollingUpdate', value: { partition: 1 } }, { op: 'add', path: '/metadata/annotations', value: { ...annotations, [LAST_STEP_ANNOTATION]: '2026-12-02T00:00:00Z' } }])],

@@ -7,6 +7,7 @@ import {
   RESTART_REASON_ANNOTATION,
 } from '../../src/restarter/annotations.js';
 import { DIGESTS_ANNOTATION } from '../../src/restarter/digests.js';
+import { EVENT_DUE_ANNOTATION } from '../../src/restarter/event-due.js';
 import { TIMING_ANNOTATION } from '../../src/restarter/timing.js';
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
 import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_STATE_ANNOTATION } from '../../src/handover/state.js';
@@ -41,7 +42,7 @@ function setAnnotations(file: string): string[] {
 // missing here would have the fence deny rollguard's own patch.
 describe('the fence (deploy/base/admission-policy.yaml)', () => {
   it('lets rollguard write every StatefulSet annotation it writes, and no other', () => {
-    expect(setAnnotations(BASE)).toEqual([LAST_STEP_ANNOTATION, LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION, DIGESTS_ANNOTATION, TIMING_ANNOTATION, HANDOVER_STATE_ANNOTATION, WANTED_REPLICAS_ANNOTATION]);
+    expect(setAnnotations(BASE)).toEqual([LAST_STEP_ANNOTATION, LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION, EVENT_DUE_ANNOTATION, DIGESTS_ANNOTATION, TIMING_ANNOTATION, HANDOVER_STATE_ANNOTATION, WANTED_REPLICAS_ANNOTATION]);
   });
 
   it('lets rollguard change replicas only to the count a held scale-down recorded, and write that record only as a count below replicas', () => {
@@ -56,7 +57,7 @@ describe('the fence (deploy/base/admission-policy.yaml)', () => {
   it('lets rollguard write the same annotations on Deployments and DaemonSets, but for the partition step\'s', () => {
     const lists = setAnnotationLists(BASE);
     expect([...lists.keys()]).toEqual(['statefulsets', 'deployments-daemonsets']);
-    expect(lists.get('deployments-daemonsets')).toEqual([LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION, DIGESTS_ANNOTATION, TIMING_ANNOTATION]);
+    expect(lists.get('deployments-daemonsets')).toEqual([LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION, EVENT_DUE_ANNOTATION, DIGESTS_ANNOTATION, TIMING_ANNOTATION]);
     expect(setAnnotationLists(CHART)).toEqual(lists);
   });
 
