@@ -21,7 +21,7 @@ describe('workload keys', () => {
   });
 
   it('knows the closed set of kinds', () => {
-    expect(WORKLOAD_KINDS.filter(isWorkloadKind)).toEqual(['StatefulSet', 'Deployment', 'DaemonSet']);
+    expect(WORKLOAD_KINDS.filter(isWorkloadKind)).toEqual(['StatefulSet', 'Deployment', 'DaemonSet', 'Rollout']);
     expect([undefined, 'ReplicaSet', 'statefulset', 7].some(isWorkloadKind)).toBe(false);
   });
 });
@@ -39,7 +39,7 @@ describe('decodeWorkload', () => {
       spec: { selector: {}, template: { metadata: { annotations: { a: '1' } }, spec: { containers: [{ name: 'app' }] } } },
     });
     expect(decoded.metadata?.creationTimestamp).toBeInstanceOf(Date);
-    expect(decoded.spec?.template.metadata?.annotations).toEqual({ a: '1' });
+    expect(decoded.spec?.template?.metadata?.annotations).toEqual({ a: '1' });
     expect(decoded.metadata?.managedFields, 'not cached').toBeUndefined();
   });
 
