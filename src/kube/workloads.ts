@@ -84,12 +84,6 @@ export function workloadApiVersion(kind: WorkloadKind): string {
   return `${group}/${version}`;
 }
 
-/** `/apis/<group>/<version>/namespaces/<ns>/<plural>`: the collection of a kind in one namespace (all namespaces without one). */
-export function workloadCollectionPath(kind: WorkloadKind, namespace?: string): string {
-  const { group, version, plural } = WORKLOAD_RESOURCES[kind];
-  return `/apis/${group}/${version}${namespace === undefined ? '' : `/namespaces/${encodeURIComponent(namespace)}`}/${plural}`;
-}
-
 export function isWorkloadKind(value: unknown): value is WorkloadKind {
   return typeof value === 'string' && (WORKLOAD_KINDS as readonly string[]).includes(value);
 }
