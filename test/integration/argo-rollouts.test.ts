@@ -202,6 +202,48 @@ describe('an opted-in Rollout with --argo-rollouts', () => {
   });
 });
 
+describe('a Rollout under the restart floor', () => {
+  const { core } = testCluster();
+  const api = rollouts();
+  let fixture: RollguardFixture;
+  let ns: string;
+  const FLOOR_S = 6;
+
+  beforeAll(async () => {
+    await installArgoRolloutsCrd(testCluster().kc);
+    fixture = await startRollguardFixture({ name: 'argo-floor', webhook: 'registered', argoRollouts: true, args: ['--argo-rollouts', '--debounce=0s', `--min-restart-interval=${FLOOR_S}s`] });
+    ns = fixture.ns;
+  }, 120_000);
+  afterAll(async () => fixture?.teardown());
+  beforeEach(() => {
+    printControlPlaneLogsOnFailure();
+    printProcessLogsOnFailure(fixture ? [fixture.rollguard] : []);
+  });
+
+  it('a change right after a restart waits out the floor with a RestartsDeferred Event, then rolls once with the last version', async () => {
+    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'app-config' }, data: { a: '1' } } });
+    await api.create(ns, rolloutManifest('web'));
+    await loopIdle(fixture.rollguard);
+    const first = await setConfig(ns, '2');
+    await waitUntil('the first change rolled', async () => templateValue(await api.read(ns, 'web'))?.endsWith(`/${first}`) || 'not yet');
+    const restartedAt = Date.now();
+    await setConfig(ns, '3');
+    const last = await setConfig(ns, '4');
+    await waitFor('the RestartsDeferred Event', async () => {
+      const found = (await rollguardEventsAbout(ns, 'Rollout', 'web')).filter((e) => e.reason === 'RestartsDeferred');
+      return found.length > 0 ? found : undefined;
+    });
+    expect((await api.read(ns, 'web')).metadata!.generation, 'held by the floor').toBe(2);
+    await waitUntil('the deferred change rolled', async () => templateValue(await api.read(ns, 'web'))?.endsWith(`/${last}`) || 'not yet', { timeoutMs: (FLOOR_S + 20) * 1000 });
+    expect(Date.now() - restartedAt, 'not before the floor').toBeGreaterThanOrEqual((FLOOR_S - 1) * 1000);
+    await loopIdle(fixture.rollguard);
+    // two changes in the floor: one template change, with the last version
+    expect((await api.read(ns, 'web')).metadata!.generation).toBe(3);
+    const changed = (await rollguardEventsAbout(ns, 'Rollout', 'web')).filter((e) => e.reason === 'ConfigChanged');
+    expect(changed.reduce((n, e) => n + (e.count ?? 1), 0)).toBe(2);
+  });
+});
+
 describe('without --argo-rollouts', () => {
   const { core } = testCluster();
   const api = rollouts();
