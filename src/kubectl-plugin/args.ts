@@ -45,6 +45,11 @@ export function parseTarget(text: string): { kind: AppsWorkloadKind; name: strin
   if (slash <= 0 || slash === text.length - 1 || text.indexOf('/', slash + 1) >= 0) throw new UsageError(`${JSON.stringify(text)} is not <kind>/<name> (e.g. statefulset/web)`);
   const kindText = text.slice(0, slash).toLowerCase().replace(/\.apps(\/v1)?$/, '');
   const kind = KINDS[kindText];
+  if (!kind && /^(rollouts?|ro)(\.argoproj\.io(\/v1alpha1)?)?$/.test(kindText)) {
+    throw new UsageError(
+      `Argo Rollouts' Rollouts are restarted with --argo-rollouts but not explained by why or list yet (docs/argo-rollouts.md): kubectl describe rollout ${text.slice(slash + 1)} shows rollguard's Events`,
+    );
+  }
   if (!kind) throw new UsageError(`${JSON.stringify(text.slice(0, slash))} is not a kind rollguard restarts (statefulset, deployment, daemonset)`);
   return { kind, name: text.slice(slash + 1) };
 }
