@@ -1,4 +1,5 @@
 import type { ArgoWorkloadRef, Workload, WorkloadKind } from '../kube/workloads.js';
+import { ENABLED_LABEL } from './annotations.js';
 
 /** Event reason: a workload asks for a feature its kind does not have. */
 export const REASON_UNSUPPORTED_FOR_KIND = 'UnsupportedForKind';
@@ -19,8 +20,9 @@ export interface StatefulSetOnlyFeature {
 /**
  * Whether a change of the workload's own annotations makes a new generation: a Deployment's do
  * (the API server bumps it, since they are copied to its ReplicaSets); a StatefulSet's, a
- * DaemonSet's and a Rollout's do not (a custom resource with a status subresource: only its spec does). rollguard then writes its bookkeeping (digest records) only with a
- * template write, so that a Deployment created with the webhook keeps generation 1.
+ * DaemonSet's and a Rollout's do not (a custom resource with a status subresource: only a spec
+ * change does). rollguard then writes its bookkeeping (digest records) on a Deployment only with
+ * a template write, so that a Deployment created with the webhook keeps generation 1.
  */
 export function annotationWritesBumpGeneration(kind: WorkloadKind): boolean {
   return kind === 'Deployment';
@@ -72,6 +74,6 @@ export function templateElsewhereMessage(ref: ArgoWorkloadRef): string {
   const scaledDown = ref.scaleDown === 'onsuccess' || ref.scaleDown === 'progressively' ? `; Argo scales ${target} to 0 (scaleDown: ${ref.scaleDown}), so its own rollout replaces no pod` : '';
   return (
     `no spec.template: its pods run the template of ${target} (spec.workloadRef), and rollguard writes nothing to this Rollout. ` +
-    `Label ${target} rollguard.io/enabled=true instead: rollguard then annotates its template, and Argo Rollouts rolls each change out through this Rollout's steps${scaledDown}`
+    `Label ${target} ${ENABLED_LABEL}=true instead: rollguard then annotates its template, and Argo Rollouts rolls each change out through this Rollout's steps${scaledDown}`
   );
 }
