@@ -29,6 +29,8 @@ export interface AdmissionHandlerOptions {
   timing?: string;
   /** rollguard's own ServiceAccount username, once known (kube/identity.ts); undefined: none known. */
   ownUser?: () => string | undefined;
+  /** The workload kinds admitted (Rollout with --argo-rollouts); omitted: the apps/v1 three. */
+  kinds?: readonly WorkloadKind[];
   metrics: Metrics;
   logger?: Logger;
 }
@@ -92,7 +94,7 @@ function decision(opts: AdmissionHandlerOptions): (body: unknown) => HandlerResu
     const synced = opts.cachesSynced();
     let response;
     try {
-      response = admit(parsed.review, { cachesSynced: synced, lookup: opts.lookup, cacheProgress: opts.cacheProgress, mutators: opts.mutators, checks: opts.checks, dialectOf: opts.dialectOf, timing: opts.timing, ownUser: opts.ownUser?.() });
+      response = admit(parsed.review, { cachesSynced: synced, lookup: opts.lookup, cacheProgress: opts.cacheProgress, mutators: opts.mutators, checks: opts.checks, dialectOf: opts.dialectOf, timing: opts.timing, ownUser: opts.ownUser?.(), kinds: opts.kinds });
     } catch (err) {
       const request = parsed.review.request;
       opts.logger?.error({ err, uid: request?.uid, kind: request?.kind.kind, namespace: request?.namespace, name: request?.name }, 'admission failed; allowed without a patch');

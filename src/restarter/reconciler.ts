@@ -4,7 +4,7 @@ import { ConflictError, errorText, invalidFields, isConflict, isOutcomeUnknown, 
 import { policyDenial, REASON_WRITE_DENIED } from '../kube/policy-denial.js';
 import type { ReconcileResult, Reconciler } from '../kube/controller.js';
 import type { EventRecorder, EventSubject } from '../kube/events.js';
-import { describeWorkload, workloadRef, type Workload, type WorkloadKind, type WorkloadRef } from '../kube/workloads.js';
+import { describeWorkload, workloadApiVersion, workloadRef, type Workload, type WorkloadKind, type WorkloadRef } from '../kube/workloads.js';
 import type { TokenBucket } from '../kube/token-bucket.js';
 import type { Metrics } from '../metrics.js';
 import {
@@ -29,7 +29,16 @@ import {
   type VersionLookup,
 } from './annotations.js';
 import { describeChange } from './change-text.js';
-import { REASON_UNSUPPORTED_FOR_KIND, annotationWritesBumpGeneration, unsupportedFeatures, unsupportedMessage, type StatefulSetOnlyFeature } from './kind-features.js';
+import {
+  REASON_TEMPLATE_IN_WORKLOAD_REF,
+  REASON_UNSUPPORTED_FOR_KIND,
+  annotationWritesBumpGeneration,
+  templateElsewhere,
+  templateElsewhereMessage,
+  unsupportedFeatures,
+  unsupportedMessage,
+  type StatefulSetOnlyFeature,
+} from './kind-features.js';
 import { checkedPlan, dataOutcome, dataStep, needsBaseline, type DataCheckItem, type DataOutcome, type InPlaceChange } from './data-check.js';
 import type { DigestRead } from './digest-reader.js';
 import { DIGESTS_ANNOTATION, parseDigestRecords } from './digests.js';
@@ -216,7 +225,7 @@ function kindsIn(reason: string): ObjectKind[] {
 }
 
 /**
- * Brings one workload's (StatefulSet, Deployment, DaemonSet) restarter annotations to what its referenced objects' versions say,
+ * Brings one workload's (StatefulSet, Deployment, DaemonSet, Rollout) restarter annotations to what its referenced objects' versions say,
  * from the caches; writes only when something differs, so a restart of rollguard (or a change of
  * leader) patches nothing that did not really change. Never moves a value backwards; at most one
  * template patch per set per restart floor; every patch has its Event and log line.
@@ -803,17 +812,26 @@ export class RestarterReconciler implements Reconciler {
   private async tellUnsupported(ref: WorkloadRef, set: Workload): Promise<void> {
     const { kind } = ref;
     const requests = unsupportedFeatures(kind, set.metadata?.annotations, this.deps.statefulSetOnly ?? []);
-    if (requests.length === 0) {
+    // a Rollout that runs another workload's template (spec.workloadRef) has nothing of its own to restart
+    const elsewhere = templateElsewhere(kind, set);
+    if (requests.length === 0 && !elsewhere) {
       this.toldUnsupported.delete(ref.key);
       return;
     }
     const asked = Object.fromEntries(requests.flatMap((r) => r.annotations).map((k) => [k, set.metadata?.annotations?.[k]]));
-    const told = JSON.stringify([set.metadata?.uid, asked]);
+    const told = JSON.stringify([set.metadata?.uid, asked, elsewhere ?? null]);
     if (this.toldUnsupported.get(ref.key) === told) return;
     this.toldUnsupported.set(ref.key, told);
-    const message = unsupportedMessage(kind, requests);
-    this.deps.logger.warn({ workload: ref.key, features: requests.map((r) => r.feature) }, `${describeWorkload(ref)}: ${message}`);
-    await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_UNSUPPORTED_FOR_KIND, message, action: 'Ignore' });
+    if (requests.length > 0) {
+      const message = unsupportedMessage(kind, requests);
+      this.deps.logger.warn({ workload: ref.key, features: requests.map((r) => r.feature) }, `${describeWorkload(ref)}: ${message}`);
+      await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_UNSUPPORTED_FOR_KIND, message, action: 'Ignore' });
+    }
+    if (elsewhere) {
+      const message = templateElsewhereMessage(elsewhere);
+      this.deps.logger.warn({ workload: ref.key, workloadRef: elsewhere }, `${describeWorkload(ref)}: ${message}`);
+      await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_TEMPLATE_IN_WORKLOAD_REF, message, action: 'Ignore' });
+    }
   }
 
   private async patch(ref: WorkloadRef, set: Workload, ops: Operation[], what: string): Promise<Workload> {
@@ -853,7 +871,7 @@ export function missingText(missing: readonly MissingReference[]): { text: strin
 
 function eventSubject(ref: WorkloadRef, set: Workload, patched?: Workload): EventSubject {
   return {
-    apiVersion: 'apps/v1',
+    apiVersion: workloadApiVersion(ref.kind),
     kind: ref.kind,
     namespace: set.metadata?.namespace ?? '',
     name: set.metadata?.name ?? '',

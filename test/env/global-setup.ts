@@ -21,7 +21,13 @@ const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..
  * docs/development.md), more than a hook's or a test's timeout, so it happens here, where there
  * is none, and `npm test` needs no build run before it.
  */
-const TOOL_SCRIPTS: [string, ...string[]][] = [['test/env/build-tools.sh', 'helm'], ['test/env/build-tools.sh', 'promtool'], ['src/dev/build-kuttl.sh']];
+const TOOL_SCRIPTS: [string, ...string[]][] = [
+  ['test/env/build-tools.sh', 'helm'],
+  ['test/env/build-tools.sh', 'promtool'],
+  ['src/dev/build-kuttl.sh'],
+  // Argo Rollouts' Rollout CRD (a module download, no build) for the Rollout tests
+  ['test/env/build-tools.sh', 'argo-rollouts-crd'],
+];
 
 function buildTools(): void {
   for (const [script, ...args] of TOOL_SCRIPTS) {

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { CoreV1Event } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { WORKLOAD_PLURALS, type WorkloadKind } from '../../src/kube/workloads.js';
+import { WORKLOAD_PLURALS, type AppsWorkloadKind } from '../../src/kube/workloads.js';
 import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
 import { EVENT_DUE_ANNOTATION } from '../../src/restarter/event-due.js';
 import { createNamespace, daemonSet, deployment, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
@@ -22,7 +22,7 @@ import { workloadApi, type AnyWorkload } from '../env/workload-rollouts.js';
 // with no rollout of its own; a third start tells nothing again.
 
 const { kc, core, apps } = testCluster();
-const KINDS: readonly WorkloadKind[] = ['StatefulSet', 'Deployment', 'DaemonSet'];
+const KINDS: readonly AppsWorkloadKind[] = ['StatefulSet', 'Deployment', 'DaemonSet'];
 const LEASE_ARGS = ['--shutdown-delay=0s', '--lease-duration=3s', '--renew-deadline=2s', '--retry-period=300ms'];
 
 describe('the Event of a rollout whose process died between the write and the Event', () => {
@@ -54,10 +54,10 @@ describe('the Event of a rollout whose process died between the write and the Ev
     });
   }
 
-  const eventsAbout = async (kind: WorkloadKind, name: string): Promise<CoreV1Event[]> =>
+  const eventsAbout = async (kind: AppsWorkloadKind, name: string): Promise<CoreV1Event[]> =>
     (await core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.name=${name},involvedObject.kind=${kind}` })).items.filter((e) => e.source?.component === 'rollguard');
 
-  function manifest(kind: WorkloadKind, name: string, configMap: string): AnyWorkload {
+  function manifest(kind: AppsWorkloadKind, name: string, configMap: string): AnyWorkload {
     const labels = { [ENABLED_LABEL]: 'true' };
     const w: AnyWorkload = kind === 'StatefulSet' ? statefulSet(name, { replicas: 0, labels }) : kind === 'Deployment' ? deployment(name, { replicas: 0, labels }) : daemonSet(name, { labels });
     w.spec!.template.spec!.containers[0]!.envFrom = [{ configMapRef: { name: configMap } }];

@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { CoreV1Event, V1StatefulSet } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { controlPlaneBinaries } from '../../src/dev/control-plane.js';
-import type { WorkloadKind } from '../../src/kube/workloads.js';
+import type { AppsWorkloadKind as WorkloadKind } from '../../src/kube/workloads.js';
 import { ENABLED_LABEL, LAST_RESTART_ANNOTATION, annotationKey } from '../../src/restarter/annotations.js';
 import { DIGESTS_ANNOTATION } from '../../src/restarter/digests.js';
 import { TIMING_ANNOTATION } from '../../src/restarter/timing.js';

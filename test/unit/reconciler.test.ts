@@ -17,6 +17,7 @@ import {
   type ReconcilerDeps,
 } from '../../src/restarter/reconciler.js';
 import type { ObjectKind } from '../../src/restarter/references.js';
+import type { ArgoRollout, Workload } from '../../src/kube/workloads.js';
 import { HEALTH_GATED_ROLLOUTS } from '../../src/rollout/decision.js';
 import { EVENT_DUE_ANNOTATION, EVENT_DUE_MAX_AGE_MS, dueEventName, formatEventDue, type EventDue } from '../../src/restarter/event-due.js';
 
@@ -105,7 +106,7 @@ describe('patchReason', () => {
 
 describe('RestarterReconciler', () => {
   function harness(opts: {
-    cached: V1StatefulSet | undefined;
+    cached: Workload | undefined;
     versions?: Record<string, ObjectVersion>;
     progress?: string;
     synced?: boolean;
@@ -126,8 +127,9 @@ describe('RestarterReconciler', () => {
     let freshReads = 0;
     let clock = opts.now ?? new Date('2026-12-01T10:00:00Z');
     const metrics = createMetrics(new Registry());
+    let cache = (): Workload | undefined => opts.cached;
     const deps: ReconcilerDeps = {
-      workload: () => opts.cached,
+      workload: () => cache(),
       lookup: (kind, _ns, name) => opts.versions?.[`${kind}/${name}`],
       cachesSynced: () => opts.synced ?? true,
       cacheProgress: () => opts.progress ?? '1000',
@@ -174,18 +176,43 @@ describe('RestarterReconciler', () => {
       advance: (ms: number) => {
         clock = new Date(clock.getTime() + ms);
       },
+      /** what the cache holds from now on */
+      cache: (from: () => Workload | undefined) => {
+        cache = from;
+      },
     };
   }
   const signal = new AbortController().signal;
   const versions = { 'ConfigMap/app': { uid: 'u1', resourceVersion: '845', ignored: false }, 'Secret/creds': { uid: 'u2', resourceVersion: '3', ignored: false } };
 
-  it.each(['Deployment', 'DaemonSet'] as const)('%s: patches its own kind, and names the kind in its Event and metrics', async (kind) => {
+  it.each(['Deployment', 'DaemonSet', 'Rollout'] as const)('%s: patches its own kind, and names the kind in its Event and metrics', async (kind) => {
     const h = harness({ cached: set({ [CM]: 'u1/812', [SECRET]: 'u2/3' }), versions });
     await expect(h.reconciler.reconcile(`${kind}/ns/web`, signal)).resolves.toEqual({ patched: 'ConfigChanged' });
     expect(h.patchedKinds).toEqual([kind]);
     expect(h.events).toEqual([`${kind} ns/web@101 Normal ConfigChanged: ConfigMap app changed (resourceVersion 812 → 845)`]);
     expect((await h.metrics.patches.get()).values).toEqual([expect.objectContaining({ labels: { reason: 'ConfigChanged', kind }, value: 1 })]);
     expect((await h.metrics.restarts.get()).values).toEqual([expect.objectContaining({ labels: { kind: 'ConfigMap', workload_kind: kind }, value: 1 })]);
+  });
+
+  it('a Rollout with spec.workloadRef: one TemplateInWorkloadRef Warning naming the Deployment, no write, told again only for another reference', async () => {
+    const byRef = (name: string): ArgoRollout => ({
+      apiVersion: 'argoproj.io/v1alpha1',
+      kind: 'Rollout',
+      metadata: { namespace: 'ns', name: 'web', uid: 'ro-uid', resourceVersion: '100', labels: { [ENABLED_LABEL]: 'true' } },
+      spec: { replicas: 2, workloadRef: { apiVersion: 'apps/v1', kind: 'Deployment', name } },
+    });
+    let cached = byRef('web-base');
+    const h = harness({ cached: undefined, versions });
+    h.cache(() => cached);
+    await expect(h.reconciler.reconcile('Rollout/ns/web', signal)).resolves.toEqual({});
+    await h.reconciler.reconcile('Rollout/ns/web', signal);
+    expect(h.patches).toEqual([]);
+    expect(h.events).toEqual([expect.stringContaining('Rollout ns/web@100 Warning TemplateInWorkloadRef: no spec.template: its pods run the template of Deployment web-base (spec.workloadRef)')]);
+    expect(h.reconciler.memory().told_unsupported).toBe(1);
+    cached = byRef('web-other');
+    await h.reconciler.reconcile('Rollout/ns/web', signal);
+    expect(h.events).toHaveLength(2);
+    expect(h.events[1]).toContain('Label Deployment web-other rollguard.io/enabled=true instead');
   });
 
   it('warns once that a health-gated Deployment is not stepped, also across its rollouts, and still keeps its annotations', async () => {
