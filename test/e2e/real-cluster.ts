@@ -62,3 +62,10 @@ export async function namespaceSettled(cluster: RealClusterClient, name: string)
     return phase === '' || phase === 'Active' ? true : undefined;
   }, { timeoutMs: 180_000, intervalMs: 1_000 });
 }
+
+/** Creates each item of a v1 List in its order (kubectl prints a List's objects as one JSON stream, not a List); the objects as stored. */
+export async function createEach<T>(cluster: RealClusterClient, list: string): Promise<T[]> {
+  const made: T[] = [];
+  for (const item of (JSON.parse(list) as { items: unknown[] }).items) made.push(JSON.parse(await cluster.kubectl(['create', '-f', '-', '-o', 'json'], JSON.stringify(item))) as T);
+  return made;
+}
