@@ -117,8 +117,9 @@ function grantsOf(rules: V1PolicyRule[]): Set<Grant> {
 // nothing granted may go unused. Then, as that account, every write its contract does not
 // name is tried and must be denied by a policy of the fence (RBAC alone would allow each).
 // The fence binds its service account everywhere: every mode's is removed once the file is done.
-// Not sooner: the API server (1.36) was seen to stop finding the params of a policy created
-// right after another policy of the same paramKind was deleted.
+// Removing it is safe for the files that follow only because the shared control plane keeps
+// the StatefulSet paramKind bound all along (test/env/statefulset-params.ts): kube-apiserver 1.36
+// stops the params informer for good once none is bound (docs/security.md).
 const fences: KubernetesObject[] = [];
 afterAll(async () => {
   const client = KubernetesObjectApi.makeApiClient(testCluster().kc);

@@ -197,8 +197,9 @@ describe('every shipped configuration lets rollguard do its job', () => {
   });
 
   afterAll(async () => {
-    // The fence last: the API server (1.36) was seen to stop finding the params of a policy
-    // created right after another policy of the same paramKind was deleted (docs/security.md).
+    // The fence last, as an upgrade does it: kube-apiserver 1.36 stops the informer of a paramKind
+    // for good once no policy of it is bound (docs/security.md). The shared control plane keeps
+    // the StatefulSet paramKind bound all along (test/env/statefulset-params.ts).
     for (const obj of previousFence) await admin.delete(obj).catch(() => undefined);
     await core.deleteNamespace({ name: workloads }).catch(() => undefined);
     if (madeOneNamespace) await core.deleteNamespace({ name: ONE_NAMESPACE }).catch(() => undefined);
