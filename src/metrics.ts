@@ -57,7 +57,7 @@ export function createMetrics(registry = new Registry()) {
     }),
     admissionReviews: new Counter({
       name: 'rollguard_admission_reviews_total',
-      help: 'Admission reviews answered, by result (patched, unchanged, not_synced, out_of_scope, invalid, error) and kind (StatefulSet, Deployment, DaemonSet, other; none for an invalid review)',
+      help: 'Admission reviews answered, by result (patched, unchanged, not_synced, out_of_scope, invalid, error) and kind (StatefulSet, Deployment, DaemonSet, Rollout, other; none for an invalid review)',
       labelNames: ['result', 'kind'],
       registers: r,
     }),
@@ -68,13 +68,13 @@ export function createMetrics(registry = new Registry()) {
     }),
     patches: new Counter({
       name: 'rollguard_template_patches_total',
-      help: 'Pod template annotation patches written by the reconcile loop, by reason and kind of workload (StatefulSet, Deployment, DaemonSet)',
+      help: 'Pod template annotation patches written by the reconcile loop, by reason and kind of workload (StatefulSet, Deployment, DaemonSet, Rollout)',
       labelNames: ['reason', 'kind'],
       registers: r,
     }),
     restarts: new Counter({
       name: 'rollguard_restarts_total',
-      help: 'Rollouts triggered because a referenced object changed, by kind of object (ConfigMap, Secret) and of workload (StatefulSet, Deployment, DaemonSet)',
+      help: 'Rollouts triggered because a referenced object changed, by kind of object (ConfigMap, Secret) and of workload (StatefulSet, Deployment, DaemonSet, Rollout)',
       labelNames: ['kind', 'workload_kind'],
       registers: r,
     }),

@@ -1,9 +1,19 @@
 import { createHash } from 'node:crypto';
 import https from 'node:https';
-import { KubeConfig } from '@kubernetes/client-node';
+import { KubeConfig, ServerConfiguration, createConfiguration, setHeaderMiddleware, type ApiConstructor, type ApiType } from '@kubernetes/client-node';
 import { Agent } from 'undici';
+import { VERSION } from '../version.js';
 
 type RequestContext = Parameters<KubeConfig['applySecurityAuthentication']>[0];
+
+/**
+ * The User-Agent of rollguard's API calls. The API server names the field manager of a write
+ * without one by it (the part before the '/'), so every field rollguard writes is owned by
+ * `rollguard` in managedFields, apart from any other tool's, and a user's server-side apply that
+ * names one of them is told `conflict with "rollguard"`, not with client-node's
+ * `kubernetes-client-javascript`, which every other program on client-node shares.
+ */
+export const USER_AGENT = `rollguard/${VERSION}`;
 
 /** Identities kept at once: a client certificate that rotates leaves one old pool behind, not one per rotation. */
 const POOLS_KEPT = 2;
@@ -50,6 +60,15 @@ export class PooledKubeConfig extends KubeConfig {
     const cluster = this.getCurrentCluster();
     if (cluster?.proxyUrl || !cluster?.server.startsWith('https:')) return undefined;
     return kept(this.agents, tlsIdentity(cluster.server, opts), () => new https.Agent({ keepAlive: true, timeout: IDLE_SOCKET_MS }), (stale) => stale.destroy());
+  }
+
+  /** API clients as client-node makes them, but that call themselves rollguard (USER_AGENT). */
+  override makeApiClient<T extends ApiType>(apiClientType: ApiConstructor<T>): T {
+    const cluster = this.getCurrentCluster();
+    if (!cluster) throw new Error('No active cluster!');
+    return new apiClientType(
+      createConfiguration({ baseServer: new ServerConfiguration(cluster.server, {}), authMethods: { default: this }, middleware: [setHeaderMiddleware('User-Agent', USER_AGENT)] }),
+    );
   }
 
   override async applySecurityAuthentication(context: RequestContext): Promise<void> {

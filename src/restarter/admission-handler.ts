@@ -34,6 +34,8 @@ export interface AdmissionHandlerOptions {
   timing?: string;
   /** rollguard's own ServiceAccount username, once known (kube/identity.ts); undefined: none known. */
   ownUser?: () => string | undefined;
+  /** The workload kinds admitted (Rollout with --argo-rollouts); omitted: the apps/v1 three. */
+  kinds?: readonly WorkloadKind[];
   metrics: Metrics;
   logger?: Logger;
 }
@@ -135,7 +137,7 @@ function decision(opts: AdmissionHandlerOptions): (body: unknown) => HandlerResu
     type Outcome = { response: ReturnType<typeof admit> } | { err: unknown };
     const compute = (lookup: VersionLookup): Outcome => {
       try {
-        return { response: admit(parsed.review, { cachesSynced: synced, lookup, cacheProgress: opts.cacheProgress, mutators: opts.mutators, checks: opts.checks, dialectOf: opts.dialectOf, timing: opts.timing, ownUser: opts.ownUser?.() }) };
+        return { response: admit(parsed.review, { cachesSynced: synced, lookup, cacheProgress: opts.cacheProgress, mutators: opts.mutators, checks: opts.checks, dialectOf: opts.dialectOf, timing: opts.timing, ownUser: opts.ownUser?.(), kinds: opts.kinds }) };
       } catch (err) {
         return { err };
       }

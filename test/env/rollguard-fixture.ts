@@ -36,6 +36,8 @@ export interface RollguardFixtureOptions {
   identity?: 'service-account';
   /** The kubeconfig rollguard runs with, made from the one it would get (e.g. through a fault proxy). */
   kubeconfig?: (kubeconfigPath: string) => string;
+  /** rollguard's webhook also for Argo Rollouts' Rollouts (pass --argo-rollouts in args; the CRD is the test's to install) */
+  argoRollouts?: boolean;
 }
 
 /**
@@ -61,7 +63,7 @@ export async function startRollguardFixture(opts: RollguardFixtureOptions): Prom
   try {
     if (opts.webhook === 'unreachable') {
       // nothing listens on this port: every call fails before TLS, and failurePolicy Ignore lets it through
-      webhook = await registerWebhook(kc, { name: ns, port: await freePort(), namespace: ns, failurePolicy: 'Ignore', timeoutSeconds: 2 });
+      webhook = await registerWebhook(kc, { name: ns, port: await freePort(), namespace: ns, failurePolicy: 'Ignore', timeoutSeconds: 2, argoRollouts: opts.argoRollouts });
     }
     if (opts.identity === 'service-account') account = await serviceAccountCredentials(kc, own, 'rollguard');
     const runsWith = opts.kubeconfig ? opts.kubeconfig(account?.kubeconfigPath ?? kubeconfigPath) : (account?.kubeconfigPath ?? kubeconfigPath);
@@ -76,7 +78,7 @@ export async function startRollguardFixture(opts: RollguardFixtureOptions): Prom
         ...(opts.args ?? []),
       ],
     });
-    if (opts.webhook === 'registered') webhook = await registerWebhook(kc, { name: ns, port: rollguard.webhookPort, namespace: ns, compat: opts.compat });
+    if (opts.webhook === 'registered') webhook = await registerWebhook(kc, { name: ns, port: rollguard.webhookPort, namespace: ns, compat: opts.compat, argoRollouts: opts.argoRollouts });
     await rollguard.waitReady();
     return { ns, own, kubeconfigPath: runsWith, rollguard, kubelet, teardown };
   } catch (err) {

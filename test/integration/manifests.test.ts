@@ -92,8 +92,10 @@ const RENDERINGS: Rendering[] = [
   { name: 'kustomize cert-manager', render: kustomize('overlays/cert-manager') },
   { name: 'kustomize one-namespace', render: kustomize('overlays/one-namespace') },
   { name: 'kustomize stackable', render: kustomize('overlays/stackable') },
+  { name: 'kustomize argo-rollouts', render: kustomize('overlays/argo-rollouts') },
   { name: 'helm defaults', render: helmTemplate('rollguard', [], OWN_NAMESPACE) },
   { name: 'helm compat=stackable', render: helmTemplate('rollguard', ['compat=stackable'], OWN_NAMESPACE) },
+  { name: 'helm argoRollouts.enabled=true', render: helmTemplate('rollguard', ['argoRollouts.enabled=true'], OWN_NAMESPACE) },
   { name: 'helm webhook.enabled=false', render: helmTemplate('rollguard', ['webhook.enabled=false'], OWN_NAMESPACE) },
   { name: 'helm tls.certManager.enabled=true', render: helmTemplate('rollguard', ['tls.certManager.enabled=true'], OWN_NAMESPACE) },
   {
@@ -292,6 +294,8 @@ describe('deploy manifests', () => {
     for (const scope of namespaced ? config.watchNamespaces : ['cluster']) {
       const rules = scope === 'cluster' ? clusterRules : rulesFor(objects, deploy, scope);
       expect(allows(rules, '', 'pods/eviction', 'create'), `create pods/eviction in ${scope}`).toBe(config.compat === 'stackable');
+      // Argo Rollouts' Rollouts, only with --argo-rollouts
+      for (const verb of ['list', 'watch', 'patch']) expect(allows(rules, 'argoproj.io', 'rollouts', verb), `${verb} argoproj.io/rollouts in ${scope}`).toBe(config.argoRollouts);
     }
 
     for (const [resource, injected] of [
@@ -406,6 +410,27 @@ describe('deploy manifests', () => {
     const policy = (n: string): string => JSON.stringify(objects.find((o) => o.kind === 'ValidatingAdmissionPolicy' && o.metadata?.name === n));
     expect(policy('rollguard-fence-statefulsets')).toContain("'configmap.restarter.stackable.tech/', 'secret.restarter.stackable.tech/'");
     expect(policy('rollguard-fence-writes')).toContain("'/pods/eviction': ['CREATE']");
+  });
+
+  it.each(RENDERINGS.map((r) => r.name))('%s: rollouts in the webhook, RBAC and fence only with --argo-rollouts', (name) => {
+    const objects = objectsOf(name);
+    const config = rollguardConfig(only<V1Deployment>(objects, 'Deployment'));
+    const argo = name.includes('argo');
+    expect(config.argoRollouts).toBe(argo);
+    const hooks = objects.filter((o) => o.kind === 'MutatingWebhookConfiguration').flatMap((o) => (o as V1MutatingWebhookConfiguration).webhooks ?? []);
+    for (const hook of hooks) {
+      const namesRollouts = (hook.rules ?? []).some((r) => r.apiGroups?.includes('argoproj.io') && r.resources?.includes('rollouts'));
+      expect(namesRollouts, `${hook.name} names rollouts`).toBe(argo && hook.name === 'statefulsets.rollguard.io');
+    }
+    const policies = objects.filter((o) => o.kind === 'ValidatingAdmissionPolicy' || o.kind === 'ValidatingAdmissionPolicyBinding').map((o) => `${o.kind} ${o.metadata?.name}`);
+    const fenced = policies.length > 0;
+    expect(policies.filter((p) => p.endsWith('-fence-rollouts'))).toEqual(argo && fenced ? ['ValidatingAdmissionPolicy rollguard-fence-rollouts', 'ValidatingAdmissionPolicyBinding rollguard-fence-rollouts'] : []);
+    if (argo && fenced) {
+      const writes = objects.find((o) => o.kind === 'ValidatingAdmissionPolicy' && o.metadata?.name === 'rollguard-fence-writes') as { spec?: { matchConstraints?: { excludeResourceRules?: unknown[] } } };
+      expect(writes.spec?.matchConstraints?.excludeResourceRules, 'fence-writes leaves rollouts to fence-rollouts').toEqual([
+        { apiGroups: ['argoproj.io'], apiVersions: ['*'], operations: ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'], resources: ['rollouts', 'rollouts/*'] },
+      ]);
+    }
   });
 
   it.each(['kustomize no-webhook', 'helm webhook.enabled=false'])('%s: no webhook configuration and nothing to inject', (name) => {
