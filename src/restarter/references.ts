@@ -21,8 +21,14 @@ export interface Read {
   volume?: string;
 }
 
-/** A reference's name, already checked: a non-empty string (anything else references nothing). */
+/**
+ * A reference's name, already checked: a non-empty string (anything else references nothing).
+ * `read` is built only when the walk was asked for reads; else it is NO_READ.
+ */
 type Visit = (kind: ObjectKind, name: string, read: Read) => void;
+
+/** What a walk asked for names only (referencedObjects) passes instead of building each Read. */
+const NO_READ: Read = Object.freeze({ via: 'env' });
 
 // The template may be the wire JSON of an admission review, not yet validated by anyone:
 // every field is read as unknown, and one of the wrong type counts as absent.
@@ -38,8 +44,9 @@ function itemKeys(source: unknown): string[] | undefined {
   return items.map((item) => field(item, 'key')).filter((key): key is string => typeof key === 'string');
 }
 
-// Each walk below reads a name first and builds the Read only for a real one: a review's template
-// has a hundred env entries, most naming no ConfigMap and no Secret, and it is walked on every review.
+// Each walk below reads a name first and builds the Read only for a real one, and only when the
+// caller wants reads (`reads`): a review's template has a hundred env entries, most naming no
+// ConfigMap and no Secret, and it is walked on every review.
 
 /** A read through a volume (plain or projected) of `source`, a volume source whose name is checked. */
 function volumeRead(via: 'volume' | 'projected volume', source: unknown, volumeName: unknown): Read {
@@ -49,23 +56,23 @@ function volumeRead(via: 'volume' | 'projected volume', source: unknown, volumeN
   return read;
 }
 
-function visitVolumes(volumes: unknown, visit: Visit, projected: boolean): void {
+function visitVolumes(volumes: unknown, visit: Visit, projected: boolean, reads: boolean): void {
   for (const volume of arrayOrEmpty(volumes)) {
     const configMap = field(volume, 'configMap');
     const secret = field(volume, 'secret');
     const volumeName = field(volume, 'name');
     const configMapName = field(configMap, 'name');
-    if (isName(configMapName)) visit('ConfigMap', configMapName, volumeRead('volume', configMap, volumeName));
+    if (isName(configMapName)) visit('ConfigMap', configMapName, reads ? volumeRead('volume', configMap, volumeName) : NO_READ);
     const secretName = field(secret, 'secretName');
-    if (isName(secretName)) visit('Secret', secretName, volumeRead('volume', secret, volumeName));
+    if (isName(secretName)) visit('Secret', secretName, reads ? volumeRead('volume', secret, volumeName) : NO_READ);
     if (!projected) continue;
     for (const source of arrayOrEmpty(field(field(volume, 'projected'), 'sources'))) {
       const projectedConfigMap = field(source, 'configMap');
       const projectedConfigMapName = field(projectedConfigMap, 'name');
-      if (isName(projectedConfigMapName)) visit('ConfigMap', projectedConfigMapName, volumeRead('projected volume', projectedConfigMap, volumeName));
+      if (isName(projectedConfigMapName)) visit('ConfigMap', projectedConfigMapName, reads ? volumeRead('projected volume', projectedConfigMap, volumeName) : NO_READ);
       const projectedSecret = field(source, 'secret');
       const projectedSecretName = field(projectedSecret, 'name');
-      if (isName(projectedSecretName)) visit('Secret', projectedSecretName, volumeRead('projected volume', projectedSecret, volumeName));
+      if (isName(projectedSecretName)) visit('Secret', projectedSecretName, reads ? volumeRead('projected volume', projectedSecret, volumeName) : NO_READ);
     }
   }
 }
@@ -86,34 +93,34 @@ function envFromRead(ref: unknown): Read {
   return isOptional(ref) ? { via: 'envFrom', optional: true } : { via: 'envFrom' };
 }
 
-function visitContainers(containers: unknown, visit: Visit): void {
+function visitContainers(containers: unknown, visit: Visit, reads: boolean): void {
   for (const container of arrayOrEmpty(containers)) {
     for (const env of arrayOrEmpty(field(container, 'env'))) {
       const valueFrom = field(env, 'valueFrom');
       if (valueFrom === undefined) continue;
       const configMapKeyRef = field(valueFrom, 'configMapKeyRef');
       const configMapName = field(configMapKeyRef, 'name');
-      if (isName(configMapName)) visit('ConfigMap', configMapName, keyRead(configMapKeyRef));
+      if (isName(configMapName)) visit('ConfigMap', configMapName, reads ? keyRead(configMapKeyRef) : NO_READ);
       const secretKeyRef = field(valueFrom, 'secretKeyRef');
       const secretName = field(secretKeyRef, 'name');
-      if (isName(secretName)) visit('Secret', secretName, keyRead(secretKeyRef));
+      if (isName(secretName)) visit('Secret', secretName, reads ? keyRead(secretKeyRef) : NO_READ);
     }
     for (const source of arrayOrEmpty(field(container, 'envFrom'))) {
       const configMapRef = field(source, 'configMapRef');
       const configMapName = field(configMapRef, 'name');
-      if (isName(configMapName)) visit('ConfigMap', configMapName, envFromRead(configMapRef));
+      if (isName(configMapName)) visit('ConfigMap', configMapName, reads ? envFromRead(configMapRef) : NO_READ);
       const secretRef = field(source, 'secretRef');
       const secretName = field(secretRef, 'name');
-      if (isName(secretName)) visit('Secret', secretName, envFromRead(secretRef));
+      if (isName(secretName)) visit('Secret', secretName, reads ? envFromRead(secretRef) : NO_READ);
     }
   }
 }
 
-function visitTemplate(template: unknown, visit: Visit, projected: boolean): void {
+function visitTemplate(template: unknown, visit: Visit, projected: boolean, reads: boolean): void {
   const spec = field(template, 'spec');
-  visitVolumes(field(spec, 'volumes'), visit, projected);
-  visitContainers(field(spec, 'initContainers'), visit);
-  visitContainers(field(spec, 'containers'), visit);
+  visitVolumes(field(spec, 'volumes'), visit, projected, reads);
+  visitContainers(field(spec, 'initContainers'), visit, reads);
+  visitContainers(field(spec, 'containers'), visit, reads);
 }
 
 // Code-unit order, not locale order: the result must be the same on every replica.
@@ -133,7 +140,7 @@ function byKindThenName(a: Reference, b: Reference): number {
 export function referencedObjects(template: unknown, options: { projected?: boolean } = {}): Reference[] {
   // a set of names per kind: no `Kind/name` string built per reference read
   const found: Record<ObjectKind, Set<string>> = { ConfigMap: new Set(), Secret: new Set() };
-  visitTemplate(template, (kind, name) => void found[kind].add(name), options.projected ?? true);
+  visitTemplate(template, (kind, name) => void found[kind].add(name), options.projected ?? true, false);
   const references: Reference[] = [];
   for (const kind of ['ConfigMap', 'Secret'] as const) for (const name of found[kind]) references.push({ kind, name });
   return references.sort(byKindThenName);
@@ -158,6 +165,7 @@ export function referenceReads(template: unknown, options: { projected?: boolean
       found.set(id, entry);
     },
     options.projected ?? true,
+    true,
   );
   return [...found.values()].sort(byKindThenName).map((entry) => {
     const all = entry.reads.some((r) => r.keys === undefined);
