@@ -48,19 +48,33 @@ func (a *restartAnnotator) Handle(_ context.Context, req admission.Request) admi
 		namespace = str(metadata, "namespace")
 	}
 	template := object(set, "spec", "template")
-	annotations, changed := desiredTemplateAnnotations(namespace, object(metadata, "annotations"), template, a.lookup)
-	if !changed {
+	setAnnotations := object(metadata, "annotations")
+	annotations, changed := desiredTemplateAnnotations(namespace, setAnnotations, template, a.lookup)
+	records := recordsPresent(setAnnotations)
+	if !changed && len(records) == 0 {
 		return admission.Allowed("")
 	}
 	if a.direct {
-		return admission.Patched("", directPatch(template, annotations)...)
+		var ops []jsonpatch.JsonPatchOperation
+		if changed {
+			ops = directPatch(template, annotations)
+		}
+		for _, key := range records {
+			ops = append(ops, jsonpatch.NewOperation("remove", "/metadata/annotations/"+escapePointer(key), nil))
+		}
+		return admission.Patched("", ops...)
 	}
-	templateMetadata := object(template, "metadata")
-	if templateMetadata == nil {
-		templateMetadata = map[string]any{}
-		template["metadata"] = templateMetadata
+	for _, key := range records {
+		delete(setAnnotations, key)
 	}
-	templateMetadata["annotations"] = annotations
+	if changed {
+		templateMetadata := object(template, "metadata")
+		if templateMetadata == nil {
+			templateMetadata = map[string]any{}
+			template["metadata"] = templateMetadata
+		}
+		templateMetadata["annotations"] = annotations
+	}
 	patched, err := json.Marshal(set)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
