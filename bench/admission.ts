@@ -9,7 +9,8 @@
  * Throughput (closed loop) and p50/p99/p99.9 at fixed rates (open loop), client-side and
  * server-side (a histogram with 5 µs buckets inside each server). First checks that rollguard's
  * and both peers' patches, applied, give the same objects. Prints figures, ratios, each round's
- * throughput (the spread) and the targets; asserts nothing.
+ * throughput (the spread), each server's CPU time per review (from /proc: what other work on a
+ * shared core leaves alone) and the targets; asserts nothing.
  *
  *   npm run bench -- admission [seconds per run]
  *   BENCH_ROUNDS (2), BENCH_RATES (500,1000,2000), BENCH_SERVER_NODE_OPTIONS, BENCH_MAX_REQUESTS_PER_CONNECTION,
@@ -84,7 +85,23 @@ interface Run {
   errors: number;
   /** open loop: reviews not sent because a second's worth was still unanswered */
   shed?: number;
+  /** CPU time (user + system) the server process spent over the run */
+  cpuSeconds: number;
 }
+
+/**
+ * CPU time (user + system) a process has used, in seconds, from /proc: the server's cost per
+ * review, which other work on a shared core does not change the way it changes throughput.
+ */
+function cpuSecondsOf(pid: number): number {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // the fields after the command name, which is in parentheses and may hold spaces
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const [utime, stime] = [Number(fields[11]), Number(fields[12])];
+  return (utime + stime) / CLOCK_TICKS_PER_SECOND;
+}
+/** USER_HZ: 100 on Linux on every architecture Node runs on */
+const CLOCK_TICKS_PER_SECOND = 100;
 
 function post(agent: https.Agent, port: number, body: string): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -114,6 +131,7 @@ async function closedLoop(server: BenchProcess, body: string, seconds: number): 
   await readLatencyHistogram(server.adminPort);
   const latencies: number[] = [];
   let errors = 0;
+  const cpuBefore = cpuSecondsOf(server.child.pid!);
   const started = performance.now();
   const deadline = Date.now() + seconds * 1000;
   await Promise.all(
@@ -128,8 +146,9 @@ async function closedLoop(server: BenchProcess, body: string, seconds: number): 
     }),
   );
   const elapsed = (performance.now() - started) / 1000;
+  const cpuSeconds = cpuSecondsOf(server.child.pid!) - cpuBefore;
   agent.destroy();
-  return { latencies, serverCounts: await readLatencyHistogram(server.adminPort), seconds: elapsed, errors };
+  return { latencies, serverCounts: await readLatencyHistogram(server.adminPort), seconds: elapsed, errors, cpuSeconds };
 }
 
 /** Open loop at a fixed rate, so latency is not hidden by the loop waiting on itself; one second of it first, unmeasured. */
@@ -140,6 +159,7 @@ async function openLoop(server: BenchProcess, body: string, rate: number, second
     const latencies: number[] = [];
     let errors = 0;
     const total = rate * secs;
+    const cpuBefore = cpuSecondsOf(server.child.pid!);
     const started = Date.now();
     const pending = new Set<Promise<void>>();
     let shed = 0;
@@ -157,7 +177,8 @@ async function openLoop(server: BenchProcess, body: string, rate: number, second
       pending.add(p);
     }
     await Promise.all(pending);
-    return { latencies, serverCounts: await readLatencyHistogram(server.adminPort), seconds: (Date.now() - started) / 1000, errors, shed };
+    const cpuSeconds = cpuSecondsOf(server.child.pid!) - cpuBefore;
+    return { latencies, serverCounts: await readLatencyHistogram(server.adminPort), seconds: (Date.now() - started) / 1000, errors, shed, cpuSeconds };
   };
   await once(1);
   const run = await once(seconds);
@@ -172,6 +193,7 @@ function merged(runs: Run[]): Run {
     seconds: runs.reduce((s, r) => s + r.seconds, 0),
     errors: runs.reduce((s, r) => s + r.errors, 0),
     shed: runs.reduce((s, r) => s + (r.shed ?? 0), 0),
+    cpuSeconds: runs.reduce((s, r) => s + r.cpuSeconds, 0),
   };
 }
 
@@ -186,6 +208,8 @@ interface Figures {
   requests: number;
   errors: number;
   shed: number;
+  /** the server's CPU time per review answered, µs */
+  cpuPerReview: number;
 }
 
 function figures(run: Run): Figures {
@@ -197,6 +221,7 @@ function figures(run: Run): Figures {
     requests: run.latencies.length,
     errors: run.errors,
     shed: run.shed ?? 0,
+    cpuPerReview: (run.cpuSeconds / run.latencies.length) * 1e6,
   };
 }
 
@@ -265,14 +290,14 @@ async function main(): Promise<void> {
       }
     }
     const byLoad = loads.map((_, i) => Object.fromEntries(SERVERS.map((s) => [s, figures(merged(runs[i]![s]))])) as Record<ServerKind, Figures>);
-    for (const [i, load] of loads.entries()) printTable(load.title, byLoad[i]!, [['reviews/s', (f) => f.perSecond, 0], ...LATENCY_ROWS]);
+    for (const [i, load] of loads.entries()) printTable(load.title, byLoad[i]!, [['reviews/s', (f) => f.perSecond, 0], ['server CPU µs/review', (f) => f.cpuPerReview, 0], ...LATENCY_ROWS]);
 
     // the spread: each round's closed-loop throughput, and rollguard's ratios within that round
     console.log('\nmax throughput by round, reviews/s (ratios within the round)');
     for (let round = 0; round < ROUNDS; round++) {
-      const perSecond = (s: ServerKind): number => figures(runs[0]![s][round]!).perSecond;
-      const ratios = servers.rollguard ? OTHERS.map((s) => `rg/${s} ${(perSecond('rollguard') / perSecond(s)).toFixed(2)}`).join(', ') : '';
-      console.log(`  round ${round + 1}: ${SERVERS.map((s) => `${COLUMN[s]} ${perSecond(s).toFixed(0)}`).join(', ')}${ratios ? `; ${ratios}` : ''}`);
+      const inRound = (s: ServerKind): Figures => figures(runs[0]![s][round]!);
+      const ratios = servers.rollguard ? OTHERS.map((s) => `rg/${s} ${(inRound('rollguard').perSecond / inRound(s).perSecond).toFixed(2)}`).join(', ') : '';
+      console.log(`  round ${round + 1}: ${SERVERS.map((s) => `${COLUMN[s]} ${inRound(s).perSecond.toFixed(0)} (${inRound(s).cpuPerReview.toFixed(0)} µs CPU each)`).join(', ')}${ratios ? `; ${ratios}` : ''}`);
     }
     if (servers.rollguard && servers.bare) {
       const throughput = byLoad[0]!;
@@ -280,6 +305,7 @@ async function main(): Promise<void> {
       const p99 = at1000 < 0 ? undefined : byLoad[at1000 + 1]!;
       console.log('\ntargets');
       console.log(`  throughput rollguard / bare: ${(throughput.rollguard.perSecond / throughput.bare.perSecond).toFixed(2)} (target >= 0.85)`);
+      console.log(`  server CPU per review bare / rollguard: ${(throughput.bare.cpuPerReview / throughput.rollguard.cpuPerReview).toFixed(2)} (the throughput ratio each would have on a core of its own)`);
       if (p99) console.log(`  client p99 at 1000/s rollguard / bare: ${(p99.rollguard.client[1] / p99.bare.client[1]).toFixed(2)} (target <= 1.5)`);
       for (const peer of (['raw', 'direct'] as const).filter((p) => servers[p])) {
         console.log(`  throughput rollguard / ${COLUMN[peer]}: ${(throughput.rollguard.perSecond / throughput[peer].perSecond).toFixed(2)} (target >= 1 for raw)`);
