@@ -69,31 +69,31 @@ export interface AdmissionRoute {
 export function createAdmissionHandler(opts: AdmissionHandlerOptions): AdmissionRoute {
   const { metrics } = opts;
   const decide = decision(opts);
+  const counted = (result: HandlerResult): HandlerResult => {
+    if (result.status >= HTTP_BAD_REQUEST) metrics.admissionReviews.inc({ result: 'invalid' });
+    return result;
+  };
+  const settle = (operation: AdmissionOperation | 'invalid', started: number): void => {
+    metrics.admissionDuration.observe({ operation }, (performance.now() - started) / 1000);
+    metrics.admissionInFlight.dec();
+  };
   return {
     handle: (body) => {
       metrics.admissionInFlight.inc();
-      const stopTimer = metrics.admissionDuration.startTimer({ operation: operationLabel(body) });
-      const done = (result: HandlerResult): HandlerResult => {
-        if (result.status >= HTTP_BAD_REQUEST) metrics.admissionReviews.inc({ result: 'invalid' });
-        return result;
-      };
-      const finish = (): void => {
-        stopTimer();
-        metrics.admissionInFlight.dec();
-      };
+      // timed by hand: the histogram's startTimer copies the labels into a new object for each review
+      const operation = operationLabel(body);
+      const started = performance.now();
       let decided: HandlerResult | Promise<HandlerResult>;
       try {
         decided = decide(body);
       } catch (err) {
-        finish();
+        settle(operation, started);
         throw err;
       }
       // the common answer stays synchronous; only a review that waits for its caches is a promise
-      if (!(decided instanceof Promise)) {
-        finish();
-        return done(decided);
-      }
-      return decided.then(done).finally(finish);
+      if (decided instanceof Promise) return decided.then(counted).finally(() => settle(operation, started));
+      settle(operation, started);
+      return counted(decided);
     },
     rejected: () => metrics.admissionReviews.inc({ result: 'invalid' }),
   };
