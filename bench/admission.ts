@@ -1,15 +1,20 @@
 /**
- * Admission side by side: rollguard's /mutate, the controller-runtime peer (Go) and a bare
+ * Admission side by side: rollguard's /mutate, two controller-runtime peers (Go) and a bare
  * Fastify HTTPS route that answers `allowed: true`, each in its own process pinned to one core
  * (the same core, one under load at a time), driven by one client pinned to the other core:
  * the same ~11 KB StatefulSet review that gets a patch, keep-alive TLS with the same certificate,
- * runs interleaved (A B C A B C) so drift hits all three. Throughput (closed loop) and
- * p50/p99/p99.9 at fixed rates (open loop), client-side and server-side (a histogram with 5 µs
- * buckets inside each server). First checks that rollguard's and the peer's patches, applied,
- * give the same objects. Prints figures and ratios; asserts nothing.
+ * runs interleaved (A B C D A B C D) so drift hits all of them. The peers are one binary: `c-r raw`
+ * answers with PatchResponseFromRaw (marshal the patched object, diff it with the one sent),
+ * `c-r direct` writes its JSON Patch from the annotations that change, as rollguard does.
+ * Throughput (closed loop) and p50/p99/p99.9 at fixed rates (open loop), client-side and
+ * server-side (a histogram with 5 µs buckets inside each server). First checks that rollguard's
+ * and both peers' patches, applied, give the same objects. Prints figures, ratios, each round's
+ * throughput (the spread), each server's CPU time per review (from /proc: what other work on a
+ * shared core leaves alone) and the targets; asserts nothing.
  *
  *   npm run bench -- admission [seconds per run]
- *   BENCH_ROUNDS (2), BENCH_RATES (500,1000,2000), BENCH_SERVER_NODE_OPTIONS, BENCH_MAX_REQUESTS_PER_CONNECTION
+ *   BENCH_ROUNDS (2), BENCH_RATES (500,1000,2000), BENCH_SERVER_NODE_OPTIONS, BENCH_MAX_REQUESTS_PER_CONNECTION,
+ *   BENCH_SERVERS (rollguard,raw,direct,bare: a subset, e.g. rollguard,bare under a profiler)
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -37,8 +42,14 @@ const CONCURRENCY = 16;
 const CLIENT_CPU = '0';
 const SERVER_CPU = '1';
 
-type ServerKind = 'rollguard' | 'peer' | 'bare';
-const SERVERS: readonly ServerKind[] = ['rollguard', 'peer', 'bare'];
+type ServerKind = 'rollguard' | 'raw' | 'direct' | 'bare';
+const ALL_SERVERS: readonly ServerKind[] = ['rollguard', 'raw', 'direct', 'bare'];
+const SERVERS: readonly ServerKind[] = process.env.BENCH_SERVERS
+  ? ALL_SERVERS.filter((s) => process.env.BENCH_SERVERS!.split(',').includes(s))
+  : ALL_SERVERS;
+const COLUMN: Record<ServerKind, string> = { rollguard: 'rollguard', raw: 'c-r raw', direct: 'c-r direct', bare: 'bare' };
+/** the ratios printed: rollguard's figure over each other server's */
+const OTHERS = SERVERS.filter((s) => s !== 'rollguard');
 
 /** A Node server child: `--serve rollguard|bare <webhookPort> <adminPort> <certDir> <versionsFile>`. */
 async function serveInChild(kind: string, webhookPort: number, adminPort: number, dir: string, versionsFile: string): Promise<void> {
@@ -74,7 +85,23 @@ interface Run {
   errors: number;
   /** open loop: reviews not sent because a second's worth was still unanswered */
   shed?: number;
+  /** CPU time (user + system) the server process spent over the run */
+  cpuSeconds: number;
 }
+
+/**
+ * CPU time (user + system) a process has used, in seconds, from /proc: the server's cost per
+ * review, which other work on a shared core does not change the way it changes throughput.
+ */
+function cpuSecondsOf(pid: number): number {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // the fields after the command name, which is in parentheses and may hold spaces
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const [utime, stime] = [Number(fields[11]), Number(fields[12])];
+  return (utime + stime) / CLOCK_TICKS_PER_SECOND;
+}
+/** USER_HZ: 100 on Linux on every architecture Node runs on */
+const CLOCK_TICKS_PER_SECOND = 100;
 
 function post(agent: https.Agent, port: number, body: string): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -104,6 +131,7 @@ async function closedLoop(server: BenchProcess, body: string, seconds: number): 
   await readLatencyHistogram(server.adminPort);
   const latencies: number[] = [];
   let errors = 0;
+  const cpuBefore = cpuSecondsOf(server.child.pid!);
   const started = performance.now();
   const deadline = Date.now() + seconds * 1000;
   await Promise.all(
@@ -118,8 +146,9 @@ async function closedLoop(server: BenchProcess, body: string, seconds: number): 
     }),
   );
   const elapsed = (performance.now() - started) / 1000;
+  const cpuSeconds = cpuSecondsOf(server.child.pid!) - cpuBefore;
   agent.destroy();
-  return { latencies, serverCounts: await readLatencyHistogram(server.adminPort), seconds: elapsed, errors };
+  return { latencies, serverCounts: await readLatencyHistogram(server.adminPort), seconds: elapsed, errors, cpuSeconds };
 }
 
 /** Open loop at a fixed rate, so latency is not hidden by the loop waiting on itself; one second of it first, unmeasured. */
@@ -130,6 +159,7 @@ async function openLoop(server: BenchProcess, body: string, rate: number, second
     const latencies: number[] = [];
     let errors = 0;
     const total = rate * secs;
+    const cpuBefore = cpuSecondsOf(server.child.pid!);
     const started = Date.now();
     const pending = new Set<Promise<void>>();
     let shed = 0;
@@ -147,7 +177,8 @@ async function openLoop(server: BenchProcess, body: string, rate: number, second
       pending.add(p);
     }
     await Promise.all(pending);
-    return { latencies, serverCounts: await readLatencyHistogram(server.adminPort), seconds: (Date.now() - started) / 1000, errors, shed };
+    const cpuSeconds = cpuSecondsOf(server.child.pid!) - cpuBefore;
+    return { latencies, serverCounts: await readLatencyHistogram(server.adminPort), seconds: (Date.now() - started) / 1000, errors, shed, cpuSeconds };
   };
   await once(1);
   const run = await once(seconds);
@@ -162,6 +193,7 @@ function merged(runs: Run[]): Run {
     seconds: runs.reduce((s, r) => s + r.seconds, 0),
     errors: runs.reduce((s, r) => s + r.errors, 0),
     shed: runs.reduce((s, r) => s + (r.shed ?? 0), 0),
+    cpuSeconds: runs.reduce((s, r) => s + r.cpuSeconds, 0),
   };
 }
 
@@ -176,6 +208,8 @@ interface Figures {
   requests: number;
   errors: number;
   shed: number;
+  /** the server's CPU time per review answered, µs */
+  cpuPerReview: number;
 }
 
 function figures(run: Run): Figures {
@@ -187,20 +221,21 @@ function figures(run: Run): Figures {
     requests: run.latencies.length,
     errors: run.errors,
     shed: run.shed ?? 0,
+    cpuPerReview: (run.cpuSeconds / run.latencies.length) * 1e6,
   };
 }
 
-function printTable(title: string, by: Record<ServerKind, Figures>, rows: [string, (f: Figures) => number, number][]): void {
+function printTable(title: string, by: Partial<Record<ServerKind, Figures>>, rows: [string, (f: Figures) => number, number][]): void {
   const col = (s: string, w = 12): string => s.padStart(w);
+  const ratios = by.rollguard ? OTHERS : [];
   console.log(`\n${title}`);
-  console.log(`${''.padEnd(22)}${col('rollguard')}${col('c-r peer')}${col('bare')}${col('rg/peer', 9)}${col('rg/bare', 9)}`);
+  console.log(`${''.padEnd(22)}${SERVERS.map((s) => col(COLUMN[s])).join('')}${ratios.map((s) => col(`rg/${s}`, 11)).join('')}`);
   for (const [label, pick, digits] of rows) {
-    const [rg, peer, bare] = SERVERS.map((s) => pick(by[s]));
-    console.log(
-      `${label.padEnd(22)}${col(rg!.toFixed(digits))}${col(peer!.toFixed(digits))}${col(bare!.toFixed(digits))}${col((rg! / peer!).toFixed(2), 9)}${col((rg! / bare!).toFixed(2), 9)}`,
-    );
+    const value = (s: ServerKind): number => pick(by[s]!);
+    const ratio = (s: ServerKind): string => col((value('rollguard') / value(s)).toFixed(2), 11);
+    console.log(`${label.padEnd(22)}${SERVERS.map((s) => col(value(s).toFixed(digits))).join('')}${ratios.map(ratio).join('')}`);
   }
-  const counts = SERVERS.map((s) => `${s} ${by[s].requests} requests, ${by[s].errors} errors${by[s].shed ? `, ${by[s].shed} shed` : ''}`).join('; ');
+  const counts = SERVERS.map((s) => `${COLUMN[s]} ${by[s]!.requests} requests, ${by[s]!.errors} errors${by[s]!.shed ? `, ${by[s]!.shed} shed` : ''}`).join('; ');
   console.log(`  (${counts})`);
 }
 
@@ -230,11 +265,15 @@ async function main(): Promise<void> {
   try {
     const servers = {} as Record<ServerKind, BenchProcess>;
     for (const kind of SERVERS) {
-      servers[kind] = kind === 'peer' ? await startPeer({ certDir: dir, cpus: SERVER_CPU, versionsFile }) : await node(kind);
+      servers[kind] = kind === 'raw' || kind === 'direct' ? await startPeer({ certDir: dir, cpus: SERVER_CPU, versionsFile, patch: kind }) : await node(kind);
       started.push(servers[kind]);
     }
-    const cases = await checkPatchesAgree(servers.rollguard.webhookPort, servers.peer.webhookPort);
-    console.log(`patch check: ${cases} reviews, rollguard's and the peer's patches give the same objects`);
+    if (servers.rollguard) {
+      for (const peer of (['raw', 'direct'] as const).filter((p) => servers[p])) {
+        const cases = await checkPatchesAgree(servers.rollguard.webhookPort, servers[peer].webhookPort);
+        console.log(`patch check: ${cases} reviews, rollguard's and the ${COLUMN[peer]} peer's patches give the same objects`);
+      }
+    }
 
     const body = review('3f1c2a40-0000-4000-8000-000000000001');
     console.log(`review body: ${(Buffer.byteLength(body) / 1024).toFixed(1)} KB; ${SECONDS} s per run, ${ROUNDS} rounds interleaved; servers pinned to cpu ${SERVER_CPU}, client to cpu ${CLIENT_CPU}`);
@@ -244,15 +283,33 @@ async function main(): Promise<void> {
       { title: `max throughput (closed loop, ${CONCURRENCY} in flight)`, run: (s) => closedLoop(s, body, SECONDS) },
       ...RATES.map((rate) => ({ title: `at ${rate} reviews/s (open loop)`, run: (s: BenchProcess) => openLoop(s, body, rate, SECONDS) })),
     ];
-    const runs = loads.map(() => ({ rollguard: [], peer: [], bare: [] }) as Record<ServerKind, Run[]>);
+    const runs = loads.map(() => Object.fromEntries(SERVERS.map((s) => [s, [] as Run[]])) as Record<ServerKind, Run[]>);
     for (let round = 0; round < ROUNDS; round++) {
       for (const [i, load] of loads.entries()) {
         for (const kind of SERVERS) runs[i]![kind].push(await load.run(servers[kind]));
       }
     }
-    for (const [i, load] of loads.entries()) {
-      const by = Object.fromEntries(SERVERS.map((s) => [s, figures(merged(runs[i]![s]))])) as Record<ServerKind, Figures>;
-      printTable(load.title, by, [['reviews/s', (f) => f.perSecond, 0], ...LATENCY_ROWS]);
+    const byLoad = loads.map((_, i) => Object.fromEntries(SERVERS.map((s) => [s, figures(merged(runs[i]![s]))])) as Record<ServerKind, Figures>);
+    for (const [i, load] of loads.entries()) printTable(load.title, byLoad[i]!, [['reviews/s', (f) => f.perSecond, 0], ['server CPU µs/review', (f) => f.cpuPerReview, 0], ...LATENCY_ROWS]);
+
+    // the spread: each round's closed-loop throughput, and rollguard's ratios within that round
+    console.log('\nmax throughput by round, reviews/s (ratios within the round)');
+    for (let round = 0; round < ROUNDS; round++) {
+      const inRound = (s: ServerKind): Figures => figures(runs[0]![s][round]!);
+      const ratios = servers.rollguard ? OTHERS.map((s) => `rg/${s} ${(inRound('rollguard').perSecond / inRound(s).perSecond).toFixed(2)}`).join(', ') : '';
+      console.log(`  round ${round + 1}: ${SERVERS.map((s) => `${COLUMN[s]} ${inRound(s).perSecond.toFixed(0)} (${inRound(s).cpuPerReview.toFixed(0)} µs CPU each)`).join(', ')}${ratios ? `; ${ratios}` : ''}`);
+    }
+    if (servers.rollguard && servers.bare) {
+      const throughput = byLoad[0]!;
+      const at1000 = RATES.indexOf(1000);
+      const p99 = at1000 < 0 ? undefined : byLoad[at1000 + 1]!;
+      console.log('\ntargets');
+      console.log(`  throughput rollguard / bare: ${(throughput.rollguard.perSecond / throughput.bare.perSecond).toFixed(2)} (target >= 0.85)`);
+      console.log(`  server CPU per review bare / rollguard: ${(throughput.bare.cpuPerReview / throughput.rollguard.cpuPerReview).toFixed(2)} (the throughput ratio each would have on a core of its own)`);
+      if (p99) console.log(`  client p99 at 1000/s rollguard / bare: ${(p99.rollguard.client[1] / p99.bare.client[1]).toFixed(2)} (target <= 1.5)`);
+      for (const peer of (['raw', 'direct'] as const).filter((p) => servers[p])) {
+        console.log(`  throughput rollguard / ${COLUMN[peer]}: ${(throughput.rollguard.perSecond / throughput[peer].perSecond).toFixed(2)} (target >= 1 for raw)`);
+      }
     }
   } finally {
     for (const p of started.reverse()) await p.stop();

@@ -40,9 +40,10 @@ export const FLAGS = [
   { name: 'cert-validity', type: 'duration', default: '2160h', min: 1_000, description: 'lifetime of the serving certificate (90 days)', commands: BOTH },
   { name: 'cert-renew-before', type: 'duration', default: '720h', min: 1_000, description: 'renew the serving certificate this long before it expires; the CA is renewed when a third of its lifetime is left', commands: BOTH },
   { name: 'key-bits', type: 'int', default: '2048', min: 2048, max: 8192, description: 'RSA key size of the CA and serving keys', commands: BOTH },
-  { name: 'debounce', type: 'duration', default: '5s', min: 0, description: 'a burst of changes to the objects of one workload (StatefulSet, Deployment, DaemonSet) within this window makes one rollout', commands: BOTH },
+  { name: 'debounce', type: 'duration', default: '5s', min: 0, description: 'a burst of changes to the objects of one workload (StatefulSet, Deployment, DaemonSet, Rollout) within this window makes one rollout', commands: BOTH },
   { name: 'min-restart-interval', type: 'duration', default: '1m', min: 0, description: 'at most one restart per workload in this window (counted from its last restart, kept on the workload); the last change wins when it passes (0: no floor)', commands: BOTH },
   { name: 'max-restarts-per-second', type: 'number', default: '5', min: 0.01, description: 'global pace of restarts that rollguard starts', commands: BOTH },
+  { name: 'reference-wait', type: 'duration', default: '1s', min: 0, max: 2_000, description: "at admission, how long a write waits for the caches to bring a ConfigMap or Secret it references and they do not know (one created just before its workload is still on the watch); 0: no wait: it is written absent and its arrival rolls the workload", commands: BOTH },
   { name: 'workers', type: 'int', default: '4', min: 1, max: 64, description: 'workloads reconciled in parallel', commands: BOTH },
   { name: 'resync-period', type: 'duration', default: '10m', min: 0, description: 're-check every opted-in workload this often (0: never)', commands: BOTH },
   { name: 'watch-idle-timeout', type: 'duration', default: '2m', min: 1_000, description: 'a watch silent this long (two bookmark intervals) is dead and restarted; applies once the API server has sent a bookmark', commands: BOTH },
@@ -58,7 +59,9 @@ export const FLAGS = [
   { name: 'eviction-defer-max', type: 'duration', default: '10m', min: 0, description: 'primary handover: the longest an eviction of a primary is answered 429 (handover in progress) before it is allowed with a warning', commands: BOTH },
   { name: 'allowed-probe-hosts', type: 'list', default: '', description: "health-gated rollouts: hosts a health URL may name besides a Service of the set's namespace or a pod of the set (resolved through DNS; link-local and metadata addresses stay refused); empty: none", commands: BOTH },
   { name: 'compat', type: 'string', default: '', description: "stackable: also honour Stackable commons-operator's restarter (label restarter.stackable.tech/enabled, its annotation keys and values, its opt-outs) and evict pods at their restarter.stackable.tech/expires-at.* times; empty: rollguard's contract only", commands: BOTH },
+  { name: 'argo-rollouts', type: 'bool', default: 'false', description: "also restart opted-in Argo Rollouts (argoproj.io/v1alpha1 Rollout with its own spec.template) through their template annotations; needs the Rollout CRD installed and RBAC for rollouts (docs/argo-rollouts.md)", commands: BOTH },
   { name: 'log-level', type: 'level', default: 'info', description: `log level: ${LOG_LEVELS.join(', ')}`, commands: BOTH },
+  { name: 'real-node', type: 'bool', default: 'false', description: 'rollguard dev: run the demo on a real node (containerd, a kubelet) with rollguard installed by its Helm chart; Linux and root', commands: ['dev'] },
   { name: 'dev-dir', type: 'string', default: 'certs/dev', description: 'rollguard dev: where the local control plane keeps its PKI, kubeconfig and logs', commands: ['dev'] },
 ] as const satisfies readonly FlagSpec[];
 

@@ -16,6 +16,7 @@ import { holdPartitionMutator } from './rollout/partition-hold-mutator.js';
 import { holdScaleDownMutator } from './handover/scale-hold-mutator.js';
 import { scaleGuard } from './handover/scale-handler.js';
 import { EventRecorder } from './kube/events.js';
+import { enabledWorkloadKinds } from './kube/workloads.js';
 import { createRestarterController } from './restarter/controller.js';
 import { compatDialects, dialectFor, type CompatMode } from './compat/stackable.js';
 import { createPodRestarter } from './compat/pod-restarter.js';
@@ -101,6 +102,8 @@ export async function startRollguard(config: Config, kubeConfig: KubeAccess, log
   let started = false;
   const namespaces = config.watchNamespaces.length > 0 ? config.watchNamespaces : undefined;
   const compat = config.compat as CompatMode;
+  // Rollout joins the watched, admitted and written kinds only with --argo-rollouts
+  const kinds = enabledWorkloadKinds({ argoRollouts: config.argoRollouts });
   // the rules every deadline of a workload is counted with, on the workload for `rollguard why`
   const timing = formatTiming(timingOf(config));
 
@@ -127,6 +130,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeAccess, log
     compatDialects: compatDialects(compat),
     statefulSetOnly: [HEALTH_GATED_ROLLOUTS, PRIMARY_HANDOVER],
     timing,
+    kinds,
   });
 
   const rollouts = createRolloutController({
@@ -179,12 +183,14 @@ export async function startRollguard(config: Config, kubeConfig: KubeAccess, log
           cachesSynced: restarter.cachesSynced,
           lookup: restarter.lookup,
           cacheProgress: restarter.cacheProgress,
+          referenceWaitMs: config.referenceWait,
           inScope: restarter.covers,
           timing,
           ownUser: () => ownUser,
           mutators: [holdScaleDownMutator, holdPartitionMutator],
           checks: [handoverGraceCheck],
           dialectOf: (labels) => dialectFor(labels, compat),
+          kinds,
           metrics,
           logger: logger.child({ component: 'admission' }),
         }),

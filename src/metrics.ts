@@ -36,6 +36,13 @@ export function createMetrics(registry = new Registry()) {
   });
   // every reason from the start: increase() over a series that appears at its first failure misses that failure
   for (const reason of DATA_CHECK_FAILURES) dataCheckFailures.inc({ reason }, 0);
+  const admissionReferenceWaits = new Counter({
+    name: 'rollguard_admission_reference_waits_total',
+    help: 'Admission reviews that waited (--reference-wait) for the caches to bring a referenced ConfigMap or Secret they did not know, by result (appeared: it came and its version was written; absent: none came in time, written absent)',
+    labelNames: ['result'],
+    registers: [registry],
+  });
+  for (const result of ['appeared', 'absent']) admissionReferenceWaits.inc({ result }, 0);
   // process_cpu_seconds_total becomes rollguard_process_cpu_seconds_total, and so on
   collectDefaultMetrics({ register: registry, prefix: 'rollguard_' });
   const r = [registry];
@@ -50,7 +57,7 @@ export function createMetrics(registry = new Registry()) {
     }),
     admissionReviews: new Counter({
       name: 'rollguard_admission_reviews_total',
-      help: 'Admission reviews answered, by result (patched, unchanged, not_synced, out_of_scope, invalid, error) and kind (StatefulSet, Deployment, DaemonSet, other; none for an invalid review)',
+      help: 'Admission reviews answered, by result (patched, unchanged, not_synced, out_of_scope, invalid, error) and kind (StatefulSet, Deployment, DaemonSet, Rollout, other; none for an invalid review)',
       labelNames: ['result', 'kind'],
       registers: r,
     }),
@@ -61,13 +68,13 @@ export function createMetrics(registry = new Registry()) {
     }),
     patches: new Counter({
       name: 'rollguard_template_patches_total',
-      help: 'Pod template annotation patches written by the reconcile loop, by reason and kind of workload (StatefulSet, Deployment, DaemonSet)',
+      help: 'Pod template annotation patches written by the reconcile loop, by reason and kind of workload (StatefulSet, Deployment, DaemonSet, Rollout)',
       labelNames: ['reason', 'kind'],
       registers: r,
     }),
     restarts: new Counter({
       name: 'rollguard_restarts_total',
-      help: 'Rollouts triggered because a referenced object changed, by kind of object (ConfigMap, Secret) and of workload (StatefulSet, Deployment, DaemonSet)',
+      help: 'Rollouts triggered because a referenced object changed, by kind of object (ConfigMap, Secret) and of workload (StatefulSet, Deployment, DaemonSet, Rollout)',
       labelNames: ['kind', 'workload_kind'],
       registers: r,
     }),
@@ -188,6 +195,7 @@ export function createMetrics(registry = new Registry()) {
       holds = source;
     },
     dataCheckFailures,
+    admissionReferenceWaits,
     certificateExpiry: new Gauge({
       name: 'rollguard_certificate_expiry_timestamp_seconds',
       help: 'notAfter of the certificate in use, by certificate (serving, ca)',

@@ -32,6 +32,7 @@ var (
 	unsafeChars            = regexp.MustCompile(`[^-A-Za-z0-9_.]`)
 	leadingNonAlnum        = regexp.MustCompile(`^[^A-Za-z0-9]+`)
 	resourceVersionPattern = regexp.MustCompile(`^\d{1,30}$`)
+	shortenedSegment       = regexp.MustCompile(`_[0-9a-f]{32}$`)
 )
 
 // objectVersion is what a cache knows of one ConfigMap or Secret.
@@ -61,6 +62,21 @@ func keySegment(name string) string {
 		readable = "x"
 	}
 	return readable + "_" + hash
+}
+
+// The records rollguard's loop keeps on the workload itself (mutator.ts RESTARTER_RECORDS): a CREATE
+// carries none of them, whatever the object says (it is a copy of another set, or a restore).
+var restarterRecords = []string{"rollguard.io/last-restart-at", "rollguard.io/digests", frozenAnnotation, "rollguard.io/timing", "rollguard.io/restart-reason"}
+
+// recordsPresent: the records the workload's own annotations carry (string values), in restarterRecords' order.
+func recordsPresent(setAnnotations map[string]any) []string {
+	var present []string
+	for _, key := range restarterRecords {
+		if _, ok := setAnnotations[key].(string); ok {
+			present = append(present, key)
+		}
+	}
+	return present
 }
 
 func annotationKey(kind, name string) string { return annotationPrefix[kind] + keySegment(name) }
@@ -203,14 +219,17 @@ func replaces(candidate, stored string) bool {
 }
 
 // desiredTemplateAnnotations: the template's annotations with every rollguard annotation replaced
-// by the desired ones (rollguard's planAnnotations on a CREATE); changed false when the template
+// by the desired ones (rollguard's planAnnotations on a CREATE, the stored values filtered by its
+// ownObjectsOnly); changed false when the template
 // already carries exactly those.
 func desiredTemplateAnnotations(namespace string, setAnnotations map[string]any, template map[string]any, lookup versionLookup) (map[string]any, bool) {
 	ignored := map[string]map[string]bool{
 		configMapKind: ignoredNames(setAnnotations, ignoreConfigMapsAnnotation),
 		secretKind:    ignoredNames(setAnnotations, ignoreSecretsAnnotation),
 	}
-	frozen := ignoredNames(setAnnotations, frozenAnnotation)
+	// the frozen list is one of the set's records, and a new set's records are a copy's, dropped
+	// (rollguard's recordsFor on a CREATE): no reference is frozen
+	frozen := map[string]bool{}
 	current := object(template, "metadata", "annotations")
 	result := map[string]any{}
 	for key, value := range current {
@@ -222,6 +241,14 @@ func desiredTemplateAnnotations(namespace string, setAnnotations map[string]any,
 		key := annotationKey(ref.kind, ref.name)
 		stored, hasStored := current[key].(string)
 		version := lookup(ref.kind, namespace, ref.name)
+		// a new object's value that names another object than the one the cache knows under that
+		// name (a copy from another namespace, a restore) is not its own (rollguard's ownObjectsOnly);
+		// a shortened key names no object it can be checked against
+		if hasStored && version != nil && !shortenedSegment.MatchString(key[len(annotationPrefix[ref.kind]):]) {
+			if parsed := parseValue(stored); parsed.kind == "version" && stored[:strings.Index(stored, "/")] != version.UID {
+				hasStored = false
+			}
+		}
 		// a frozen reference whose object is gone stays frozen
 		labelIgnored := (version != nil && version.Ignored) || (version == nil && frozen[ref.kind+"/"+ref.name])
 		if ignored[ref.kind][ref.name] || labelIgnored {

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"sort"
+	"strings"
 	"sync/atomic"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
@@ -18,6 +21,10 @@ import (
 type restartAnnotator struct {
 	lookup versionLookup
 	synced *atomic.Bool
+	// direct: the JSON Patch is written from the annotations that change (directPatch), as
+	// rollguard writes its own; else the object is marshalled again and diffed with the one sent
+	// (PatchResponseFromRaw, what controller-runtime's documentation shows)
+	direct bool
 }
 
 var _ admission.Handler = (*restartAnnotator)(nil)
@@ -41,19 +48,81 @@ func (a *restartAnnotator) Handle(_ context.Context, req admission.Request) admi
 		namespace = str(metadata, "namespace")
 	}
 	template := object(set, "spec", "template")
-	annotations, changed := desiredTemplateAnnotations(namespace, object(metadata, "annotations"), template, a.lookup)
-	if !changed {
+	setAnnotations := object(metadata, "annotations")
+	annotations, changed := desiredTemplateAnnotations(namespace, setAnnotations, template, a.lookup)
+	records := recordsPresent(setAnnotations)
+	if !changed && len(records) == 0 {
 		return admission.Allowed("")
 	}
-	templateMetadata := object(template, "metadata")
-	if templateMetadata == nil {
-		templateMetadata = map[string]any{}
-		template["metadata"] = templateMetadata
+	if a.direct {
+		var ops []jsonpatch.JsonPatchOperation
+		if changed {
+			ops = directPatch(template, annotations)
+		}
+		for _, key := range records {
+			ops = append(ops, jsonpatch.NewOperation("remove", "/metadata/annotations/"+escapePointer(key), nil))
+		}
+		return admission.Patched("", ops...)
 	}
-	templateMetadata["annotations"] = annotations
+	for _, key := range records {
+		delete(setAnnotations, key)
+	}
+	if changed {
+		templateMetadata := object(template, "metadata")
+		if templateMetadata == nil {
+			templateMetadata = map[string]any{}
+			template["metadata"] = templateMetadata
+		}
+		templateMetadata["annotations"] = annotations
+	}
 	patched, err := json.Marshal(set)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	return admission.PatchResponseFromRaw(req.Object.Raw, patched)
 }
+
+const templateMetadataPath = "/spec/template/metadata"
+
+// directPatch: the operations that take the template's annotations to `desired`, written without
+// marshalling the object: the whole map when the template has no metadata or no annotations map,
+// else one operation per key that changes, in key order.
+func directPatch(template map[string]any, desired map[string]any) []jsonpatch.JsonPatchOperation {
+	templateMetadata, isObject := template["metadata"].(map[string]any)
+	if !isObject {
+		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", templateMetadataPath, map[string]any{"annotations": desired})}
+	}
+	current, isObject := templateMetadata["annotations"].(map[string]any)
+	if !isObject {
+		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", templateMetadataPath+"/annotations", desired)}
+	}
+	keys := make([]string, 0, len(current)+len(desired))
+	for key := range current {
+		keys = append(keys, key)
+	}
+	for key := range desired {
+		if _, ok := current[key]; !ok {
+			keys = append(keys, key)
+		}
+	}
+	sort.Strings(keys)
+	var ops []jsonpatch.JsonPatchOperation
+	for _, key := range keys {
+		path := templateMetadataPath + "/annotations/" + escapePointer(key)
+		was, had := current[key]
+		want, has := desired[key]
+		switch {
+		case had && !has:
+			ops = append(ops, jsonpatch.NewOperation("remove", path, nil))
+		case !had && has:
+			ops = append(ops, jsonpatch.NewOperation("add", path, want))
+		case was != want:
+			ops = append(ops, jsonpatch.NewOperation("replace", path, want))
+		}
+	}
+	return ops
+}
+
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+func escapePointer(token string) string { return pointerEscaper.Replace(token) }

@@ -33,6 +33,7 @@ type options struct {
 	host, certDir, namespaces, versions string
 	port, adminPort                     int
 	cached                              bool
+	patch                               string
 }
 
 func main() {
@@ -44,7 +45,12 @@ func main() {
 	flag.BoolVar(&o.cached, "cache", false, "versions from the manager's metadata cache (--kubeconfig, registered by controller-runtime); else from --versions")
 	flag.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces the cache covers; empty: all")
 	flag.StringVar(&o.versions, "versions", "", `static versions: {"default": {uid, resourceVersion, ignored} | null, "objects": {"Kind/ns/name": {...} | null}}`)
+	flag.StringVar(&o.patch, "patch", "raw", "raw: PatchResponseFromRaw (marshal the patched object, diff it with the one sent); direct: the JSON Patch written from the annotations that change")
 	flag.Parse()
+	if o.patch != "raw" && o.patch != "direct" {
+		fmt.Fprintln(os.Stderr, "peer: --patch is raw or direct, not", o.patch)
+		os.Exit(2)
+	}
 	// errors only: a line per start and stop would clutter the benchmark's table
 	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel)))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -68,7 +74,7 @@ func run(ctx context.Context, o options) error {
 	})
 	admin.HandleFunc("/synced", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, synced.Load()) })
 	server := webhook.NewServer(webhook.Options{Host: o.host, Port: o.port, CertDir: o.certDir})
-	annotator := &restartAnnotator{synced: synced}
+	annotator := &restartAnnotator{synced: synced, direct: o.patch == "direct"}
 	server.Register("/mutate", hist.wrap(&webhook.Admission{Handler: annotator}))
 
 	listener, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", o.adminPort))

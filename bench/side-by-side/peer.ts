@@ -49,6 +49,11 @@ export interface PeerOptions {
   kubeconfig?: string;
   namespaces?: string[];
   versionsFile?: string;
+  /**
+   * How the webhook writes its patch: `raw` (the default) marshals the patched object and diffs it
+   * with the one sent (`admission.PatchResponseFromRaw`); `direct` writes the operations itself.
+   */
+  patch?: 'raw' | 'direct';
 }
 
 /** Starts a process on fresh loopback ports; `args` gets them. Resolves once its admin port answers. */
@@ -110,6 +115,7 @@ export function startPeer(opts: PeerOptions): Promise<BenchProcess> {
       ...(opts.kubeconfig ? ['--cache', `--kubeconfig=${opts.kubeconfig}`] : []),
       ...(opts.namespaces ? [`--namespaces=${opts.namespaces.join(',')}`] : []),
       ...(opts.versionsFile ? [`--versions=${opts.versionsFile}`] : []),
+      `--patch=${opts.patch ?? 'raw'}`,
     ],
     { cpus: opts.cpus },
   );

@@ -10,6 +10,7 @@ import { startRollguard } from '../main.js';
 import { ANNOTATION_PREFIX, ENABLED_LABEL } from '../restarter/annotations.js';
 import { devScript, reapLeftovers, startControlPlane, type ControlPlane } from './control-plane.js';
 import { applyExamples, repoRoot } from './demo.js';
+import { installArgoRolloutsCrd } from './argo-rollouts.js';
 import { FakeKubelet } from './fake-kubelet.js';
 import { FakeReplicatedApp } from './fake-replicated-app.js';
 import { portIsFree } from './ports.js';
@@ -32,6 +33,11 @@ const DEMO_DB_PORT = 8008;
  * `given`: the flags the user set; a port left at its default moves to a free one when taken.
  */
 export async function dev(config: Config, given: ReadonlySet<string> = new Set()): Promise<number> {
+  if (config.realNode) {
+    // loaded only here: `npm start` without the flag stays as it was
+    const { devOnRealNode } = await import('./real-node/demo.js');
+    return devOnRealNode(repoRoot());
+  }
   let root: string;
   let cp: ControlPlane;
   let ports: Pick<Config, 'webhookPort' | 'adminPort'>;
@@ -78,6 +84,10 @@ export async function dev(config: Config, given: ReadonlySet<string> = new Set()
 
   try {
     await ensureNamespace(core, ROLLGUARD_NAMESPACE);
+    if (config.argoRollouts) {
+      say(`--argo-rollouts: installing Argo Rollouts' Rollout CRD (downloaded once through the Go module proxy); not its controller: a Rollout's template changes, no canary runs`);
+      await installArgoRolloutsCrd(kc);
+    }
     const logFile = path.join(devDir, 'rollguard.log');
     // synchronous, so the last lines are in the file when the process exits
     const logger = createLogger(config.logLevel, pino.destination({ dest: logFile, sync: true, append: false }));
@@ -103,6 +113,7 @@ export async function dev(config: Config, given: ReadonlySet<string> = new Set()
       timeoutSeconds: 3,
       compat: config.compat === 'stackable' ? 'stackable' : '',
       evictionGuard: true,
+      argoRollouts: config.argoRollouts,
     });
     const adminUrl = `http://${LOOPBACK}:${rollguard.adminPort()}`;
     say(`rollguard runs: webhook https://${LOOPBACK}:${rollguard.webhookPort()}/mutate and /validate-eviction, admin ${adminUrl} (/status, /metrics); logs in ${display(logFile)}`);
@@ -115,6 +126,10 @@ export async function dev(config: Config, given: ReadonlySet<string> = new Set()
     await ensureNamespace(core, DEMO_NAMESPACE);
     const applied = await applyExamples(kc, path.join(root, 'deploy', 'examples'), DEMO_NAMESPACE);
     say(`applied deploy/examples into namespace ${DEMO_NAMESPACE}: ${applied.join(', ')}`);
+    if (config.argoRollouts) {
+      const rollouts = await applyExamples(kc, path.join(root, 'deploy', 'examples', 'argo-rollouts'), DEMO_NAMESPACE);
+      say(`applied deploy/examples/argo-rollouts into namespace ${DEMO_NAMESPACE}: ${rollouts.join(', ')} (its template annotations: kubectl get rollout web-canary -o yaml)`);
+    }
 
     const db = await new FakeReplicatedApp(kc, DEMO_NAMESPACE, { setName: DEMO_DB, port: DEMO_DB_PORT }).start();
     stops.push(() => db.stop());

@@ -1,6 +1,6 @@
 import { AdmissionregistrationV1Api, type KubeConfig, type V1LabelSelector, type V1MutatingWebhook, type V1ValidatingWebhook } from '@kubernetes/client-node';
 import { enabledLabels, type CompatMode } from '../compat/stackable.js';
-import { WORKLOAD_PLURALS } from '../kube/workloads.js';
+import { APPS_WORKLOAD_KINDS, WORKLOAD_RESOURCES } from '../kube/workloads.js';
 import { ENABLED_LABEL } from '../restarter/annotations.js';
 
 export interface WebhookRegistration {
@@ -19,6 +19,15 @@ export interface WebhookRegistrationOptions {
   compat?: CompatMode;
   /** also the eviction guard: a ValidatingWebhookConfiguration of the same name for `CREATE pods/eviction` */
   evictionGuard?: boolean;
+  /** also Argo Rollouts' Rollouts (rollguard runs with --argo-rollouts): a rule for argoproj.io/v1alpha1 rollouts in rollguard's entry */
+  argoRollouts?: boolean;
+}
+
+/** The rules of rollguard's own entry: the apps/v1 kinds, and Rollouts when asked. */
+function workloadRules(argoRollouts: boolean): V1MutatingWebhook['rules'] {
+  const apps = { operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: APPS_WORKLOAD_KINDS.map((k) => WORKLOAD_RESOURCES[k].plural) };
+  const { group, version, plural } = WORKLOAD_RESOURCES.Rollout;
+  return argoRollouts ? [apps, { operations: ['CREATE', 'UPDATE'], apiGroups: [group], apiVersions: [version], resources: [plural] }] : [apps];
 }
 
 /**
@@ -78,8 +87,8 @@ export async function registerWebhook(kc: KubeConfig, opts: WebhookRegistrationO
           (label): V1MutatingWebhook => ({
             name: webhookEntryName(label),
             clientConfig: { url: `https://127.0.0.1:${opts.port}/mutate` },
-            // Stackable's opt-in is for StatefulSets; rollguard's own for the three kinds
-            rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: label === ENABLED_LABEL ? Object.values(WORKLOAD_PLURALS) : ['statefulsets'] }],
+            // Stackable's opt-in is for StatefulSets; rollguard's own for the three kinds (and Rollouts with --argo-rollouts)
+            rules: label === ENABLED_LABEL ? workloadRules(opts.argoRollouts ?? false) : [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: ['statefulsets'] }],
             objectSelector: { matchLabels: { [label]: 'true' } },
             namespaceSelector: opts.namespaceSelector,
             failurePolicy: opts.failurePolicy ?? 'Ignore',

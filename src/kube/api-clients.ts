@@ -81,6 +81,19 @@ export function appsV1(access: KubeAccess): AppsV1 {
   };
 }
 
+export interface CustomObjects {
+  /** A JSON Patch of a namespaced custom resource (an Argo Rollout), answered as the stored object's wire JSON. */
+  patchNamespacedCustomObject(p: Named & { group: string; version: string; plural: string; body: Operation[] }): Promise<unknown>;
+}
+
+export function customObjects(access: KubeAccess): CustomObjects {
+  const c = clientFor(access);
+  return {
+    patchNamespacedCustomObject: ({ group, version, plural, name, namespace, body }) =>
+      c.call('PATCH', `/apis/${seg(group)}/${seg(version)}/namespaces/${seg(namespace)}/${seg(plural)}/${seg(name)}`, { body, contentType: JSON_PATCH }),
+  };
+}
+
 export interface CoordinationV1 {
   readNamespacedLease(p: Named & Signal): Promise<V1Lease>;
   createNamespacedLease(p: { namespace: string; body: V1Lease } & Signal): Promise<V1Lease>;

@@ -96,6 +96,26 @@ export class EventRecorder {
   }
 
   /**
+   * Writes one Event under a name the caller chose (the same on every try, by every replica),
+   * its timestamps at `at`: 'created' by this call, 'found' when an earlier one stored it (409),
+   * 'failed' when it could not be written (logged; the caller, which holds the record that it is
+   * due, tries again). Not aggregated, no retries of its own.
+   */
+  async recordOnce(subject: EventSubject, spec: EventSpec, opts: { name: string; at: Date }): Promise<'created' | 'found' | 'failed'> {
+    const message = spec.message.length > MESSAGE_MAX_LENGTH ? `${spec.message.slice(0, MESSAGE_MAX_LENGTH - 1)}…` : spec.message;
+    const body = this.newEvent(subject, spec, message, opts.at);
+    body.metadata = { ...body.metadata, name: opts.name };
+    try {
+      await this.core.createNamespacedEvent({ namespace: subject.namespace, body });
+      return 'created';
+    } catch (err) {
+      if (statusCode(err) === 409) return 'found';
+      this.warn(err, subject, spec, message);
+      return 'failed';
+    }
+  }
+
+  /**
    * Drops the aggregation records of an object that is gone (by uid): a new object of the same
    * name has another uid, so they could never count again.
    */

@@ -25,17 +25,25 @@ export function stringEntries(value: unknown): Record<string, string> | undefine
 
 /**
  * Whether `value` holds objects or arrays nested more than `max` levels deep. Recursive, but
- * never deeper than `max` calls, and allocating nothing: it runs on every admission review.
+ * never deeper than `max` calls, and allocating nothing: it runs on every admission review, so a
+ * leaf (most of an object's values) is passed over without a call.
  */
 export function nestedDeeperThan(value: unknown, max: number): boolean {
-  if (typeof value !== 'object' || value === null) return false;
+  return typeof value === 'object' && value !== null && containerDeeperThan(value, max);
+}
+
+function containerDeeperThan(container: object, max: number): boolean {
   if (max <= 0) return true;
-  if (Array.isArray(value)) {
-    for (const child of value) if (nestedDeeperThan(child, max - 1)) return true;
+  if (Array.isArray(container)) {
+    for (const child of container as unknown[]) if (typeof child === 'object' && child !== null && containerDeeperThan(child, max - 1)) return true;
     return false;
   }
-  const record = value as Record<string, unknown>;
-  for (const key in record) if (Object.hasOwn(record, key) && nestedDeeperThan(record[key], max - 1)) return true;
+  const record = container as Record<string, unknown>;
+  for (const key in record) {
+    if (!Object.hasOwn(record, key)) continue;
+    const child = record[key];
+    if (typeof child === 'object' && child !== null && containerDeeperThan(child, max - 1)) return true;
+  }
   return false;
 }
 

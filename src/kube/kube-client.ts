@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
+import { VERSION } from '../version.js';
 
 /**
  * What rollguard needs of a kubeconfig to reach the API server: the server, and the TLS options
@@ -11,6 +12,16 @@ export interface KubeAccess {
   getCurrentCluster(): { readonly server: string; readonly proxyUrl?: string } | null;
   applyToHTTPSOptions(opts: https.RequestOptions): Promise<void>;
 }
+
+/**
+ * The User-Agent of rollguard's API calls. The API server names the field manager of a write
+ * without one by it (the part before the '/'), so every field rollguard writes is owned by
+ * `rollguard` in managedFields, apart from any other tool's, and a user's server-side apply that
+ * names one of them is told `conflict with "rollguard"`, not with client-node's
+ * `kubernetes-client-javascript`, which every other program on client-node shares. Sent by this
+ * client, by raw-api.ts's watches and lists, and by client-node's clients (PooledKubeConfig).
+ */
+export const USER_AGENT = `rollguard/${VERSION}`;
 
 /** Identities kept at once: a client certificate that rotates leaves one old pool behind, not one per rotation. */
 const POOLS_KEPT = 2;
@@ -93,6 +104,7 @@ export class KubeClient {
     const headers: http.OutgoingHttpHeaders = {
       ...inherited,
       Accept: 'application/json',
+      'User-Agent': USER_AGENT,
       ...(payload ? { 'Content-Type': opts.contentType ?? 'application/json', 'Content-Length': payload.length } : {}),
     };
     if (options.auth) {

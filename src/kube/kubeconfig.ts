@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import https from 'node:https';
-import { KubeConfig } from '@kubernetes/client-node';
+import { KubeConfig, ServerConfiguration, createConfiguration, setHeaderMiddleware, type ApiConstructor, type ApiType } from '@kubernetes/client-node';
 import { Agent } from 'undici';
+import { USER_AGENT } from './kube-client.js';
 
 type RequestContext = Parameters<KubeConfig['applySecurityAuthentication']>[0];
 
@@ -50,6 +51,15 @@ export class PooledKubeConfig extends KubeConfig {
     const cluster = this.getCurrentCluster();
     if (cluster?.proxyUrl || !cluster?.server.startsWith('https:')) return undefined;
     return kept(this.agents, tlsIdentity(cluster.server, opts), () => new https.Agent({ keepAlive: true, timeout: IDLE_SOCKET_MS }), (stale) => stale.destroy());
+  }
+
+  /** API clients as client-node makes them, but that call themselves rollguard (USER_AGENT). */
+  override makeApiClient<T extends ApiType>(apiClientType: ApiConstructor<T>): T {
+    const cluster = this.getCurrentCluster();
+    if (!cluster) throw new Error('No active cluster!');
+    return new apiClientType(
+      createConfiguration({ baseServer: new ServerConfiguration(cluster.server, {}), authMethods: { default: this }, middleware: [setHeaderMiddleware('User-Agent', USER_AGENT)] }),
+    );
   }
 
   override async applySecurityAuthentication(context: RequestContext): Promise<void> {

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
-import type { KubeAccess } from './kube-client.js';
+import { USER_AGENT, type KubeAccess } from './kube-client.js';
 
 /** Longest error body kept for a message; a Status is far smaller, an HTML proxy page is not. */
 const ERROR_BODY_LIMIT = 4096;
@@ -62,7 +62,7 @@ export class RawApi {
     const options: https.RequestOptions = {};
     await this.kubeConfig.applyToHTTPSOptions(options);
     const given = options.headers;
-    const headers: http.OutgoingHttpHeaders = { ...(isHeaderRecord(given) ? given : {}), Accept: accept };
+    const headers: http.OutgoingHttpHeaders = { ...(isHeaderRecord(given) ? given : {}), Accept: accept, 'User-Agent': USER_AGENT };
     const transport = url.protocol === 'http:' ? http : https;
     if (timeoutMs !== undefined && lendsAgents(this.kubeConfig)) {
       const agent = this.kubeConfig.keptAliveAgent(options);

@@ -1,4 +1,4 @@
-import type { WorkloadKind } from '../kube/workloads.js';
+import type { AppsWorkloadKind } from '../kube/workloads.js';
 
 export const PLUGIN_USAGE = `Usage:
   kubectl rollguard why <kind>/<name> [-n <namespace>] [-o json]
@@ -14,7 +14,7 @@ Flags: -n/--namespace, -A/--all-namespaces (list), -o/--output json|text,
        --kubeconfig <file>, --context <name>. Only get and list are needed, with your own credentials.`;
 
 /** The plugin's kind names, as kubectl spells them. */
-const KINDS: Record<string, WorkloadKind> = {
+const KINDS: Record<string, AppsWorkloadKind> = {
   statefulset: 'StatefulSet',
   statefulsets: 'StatefulSet',
   sts: 'StatefulSet',
@@ -28,7 +28,7 @@ const KINDS: Record<string, WorkloadKind> = {
 
 export interface PluginArgs {
   command: 'why' | 'list' | 'help' | 'version';
-  kind?: WorkloadKind;
+  kind?: AppsWorkloadKind;
   name?: string;
   namespace?: string;
   allNamespaces: boolean;
@@ -40,11 +40,16 @@ export interface PluginArgs {
 export class UsageError extends Error {}
 
 /** `sts/web`, `StatefulSet.apps/web`, `deploy/api`: the kind and the name. */
-export function parseTarget(text: string): { kind: WorkloadKind; name: string } {
+export function parseTarget(text: string): { kind: AppsWorkloadKind; name: string } {
   const slash = text.indexOf('/');
   if (slash <= 0 || slash === text.length - 1 || text.indexOf('/', slash + 1) >= 0) throw new UsageError(`${JSON.stringify(text)} is not <kind>/<name> (e.g. statefulset/web)`);
   const kindText = text.slice(0, slash).toLowerCase().replace(/\.apps(\/v1)?$/, '');
   const kind = KINDS[kindText];
+  if (!kind && /^(rollouts?|ro)(\.argoproj\.io(\/v1alpha1)?)?$/.test(kindText)) {
+    throw new UsageError(
+      `Argo Rollouts' Rollouts are restarted with --argo-rollouts but not explained by why or list yet (docs/argo-rollouts.md): kubectl describe rollout ${text.slice(slash + 1)} shows rollguard's Events`,
+    );
+  }
   if (!kind) throw new UsageError(`${JSON.stringify(text.slice(0, slash))} is not a kind rollguard restarts (statefulset, deployment, daemonset)`);
   return { kind, name: text.slice(slash + 1) };
 }

@@ -2,7 +2,7 @@ import { AppsV1Api, CoreV1Api, type CoreV1Event, type KubeConfig, type V1Control
 import { errorText, statusCode } from '../kube/api-status.js';
 import { PARTIAL_METADATA_ACCEPT, PARTIAL_METADATA_LIST_ACCEPT } from '../kube/metadata-cache.js';
 import { ApiStatusError, RawApi, isNotFound } from '../kube/raw-api.js';
-import { WORKLOAD_KINDS, WORKLOAD_PLURALS, decodeWorkload, type Workload, type WorkloadKind } from '../kube/workloads.js';
+import { APPS_WORKLOAD_KINDS, WORKLOAD_PLURALS, decodeWorkload, type AppsWorkload, type AppsWorkloadKind } from '../kube/workloads.js';
 import { jsonObjectOrUndefined } from '../kube/json.js';
 import { STACKABLE_ENABLED_LABEL } from '../compat/stackable.js';
 import { ENABLED_LABEL } from '../restarter/annotations.js';
@@ -33,11 +33,11 @@ function problem(what: string, err: unknown): string {
 
 /** A workload as the plugin reads it: decoded (managedFields dropped), and when its spec or metadata was last written. */
 interface DecodedWorkload {
-  workload: Workload;
+  workload: AppsWorkload;
   writtenAt?: Date;
 }
 
-function decoded(kind: WorkloadKind, raw: unknown): DecodedWorkload {
+function decoded(kind: AppsWorkloadKind, raw: unknown): DecodedWorkload {
   const writtenAt = lastWriteOf(jsonObjectOrUndefined(jsonObjectOrUndefined(raw)?.metadata), { subresources: false });
   return { workload: decodeWorkload(kind, raw), ...(writtenAt ? { writtenAt } : {}) };
 }
@@ -68,7 +68,7 @@ export class PluginReader {
   }
 
   /** The workload and its last write but its status's; undefined when there is none. Other failures throw: nothing can be explained without it. */
-  async workload(kind: WorkloadKind, namespace: string, name: string): Promise<DecodedWorkload | undefined> {
+  async workload(kind: AppsWorkloadKind, namespace: string, name: string): Promise<DecodedWorkload | undefined> {
     const path = `/apis/apps/v1/namespaces/${encodeURIComponent(namespace)}/${WORKLOAD_PLURALS[kind]}/${encodeURIComponent(name)}`;
     try {
       return decoded(kind, await this.raw.getJson({ path, accept: 'application/json', timeoutMs: GET_TIMEOUT_MS }));
@@ -79,9 +79,10 @@ export class PluginReader {
   }
 
   /** Opted-in workloads (rollguard's label, and Stackable's on StatefulSets), in `namespace` or every namespace. */
-  async managedWorkloads(namespace: string | undefined): Promise<({ kind: WorkloadKind } & DecodedWorkload)[]> {
-    const found = new Map<string, { kind: WorkloadKind } & DecodedWorkload>();
-    for (const kind of WORKLOAD_KINDS) {
+  async managedWorkloads(namespace: string | undefined): Promise<({ kind: AppsWorkloadKind } & DecodedWorkload)[]> {
+    const found = new Map<string, { kind: AppsWorkloadKind } & DecodedWorkload>();
+    // Argo Rollouts' Rollouts are not explained yet (docs/argo-rollouts.md)
+    for (const kind of APPS_WORKLOAD_KINDS) {
       const labels = kind === 'StatefulSet' ? [ENABLED_LABEL, STACKABLE_ENABLED_LABEL] : [ENABLED_LABEL];
       for (const label of labels) {
         const where = namespace === undefined ? '' : `/namespaces/${encodeURIComponent(namespace)}`;
@@ -148,7 +149,7 @@ export class PluginReader {
   }
 
   /** The facts of one workload from lists of its namespace (listed once, whatever the number of workloads). */
-  static factsFrom(kind: WorkloadKind, { workload, writtenAt }: DecodedWorkload, lists: NamespaceLists, objects: (kind: ObjectKind, name: string) => ObjectFact, now: Date): WorkloadFacts {
+  static factsFrom(kind: AppsWorkloadKind, { workload, writtenAt }: DecodedWorkload, lists: NamespaceLists, objects: (kind: ObjectKind, name: string) => ObjectFact, now: Date): WorkloadFacts {
     const uid = workload.metadata?.uid;
     const namespace = workload.metadata?.namespace ?? '';
     const name = workload.metadata?.name ?? '';
@@ -163,7 +164,7 @@ export class PluginReader {
   }
 
   /** Everything `rollguard why` reads about one workload. */
-  async facts(kind: WorkloadKind, namespace: string, name: string): Promise<WorkloadFacts> {
+  async facts(kind: AppsWorkloadKind, namespace: string, name: string): Promise<WorkloadFacts> {
     const found = await this.workload(kind, namespace, name);
     if (!found) {
       return { kind, namespace, name, objects: [], events: [], pods: [], revisions: [], problems: [], now: new Date() };

@@ -1,7 +1,7 @@
 import { composeMutators, runChecks, type Check, type Mutator } from '../admission/mutators.js';
 import { admissionResponseFor, type AdmissionOperation, type AdmissionRequest, type AdmissionReview } from '../admission/review.js';
 import { isJsonObject } from '../kube/json.js';
-import { WORKLOAD_KINDS } from '../kube/workloads.js';
+import { APPS_WORKLOAD_KINDS, WORKLOAD_RESOURCES, type WorkloadKind } from '../kube/workloads.js';
 import type { Dialect, VersionLookup } from './annotations.js';
 import { restarterMutator } from './mutator.js';
 import type { ObjectKind } from './references.js';
@@ -22,9 +22,11 @@ export interface AdmissionDeps {
   mutators?: Mutator[];
   /** Checks whose warnings go back with the answer; they need no cache, so they run before the sync too. */
   checks?: Check[];
+  /** The workload kinds admitted (kube/workloads.ts enabledWorkloadKinds; Rollout with --argo-rollouts); omitted: the apps/v1 three. */
+  kinds?: readonly WorkloadKind[];
 }
 
-/** The writes the webhook mutates: the pod-template workloads, created or updated (not a subresource). */
+/** The writes the webhook mutates: the pod-template workloads of the kinds turned on, created or updated (not a subresource). */
 interface Route {
   group: string;
   version: string;
@@ -32,13 +34,17 @@ interface Route {
   operations: readonly AdmissionOperation[];
 }
 
-const ROUTES: readonly Route[] = WORKLOAD_KINDS.map((kind) => ({ group: 'apps', version: 'v1', kind, operations: ['CREATE', 'UPDATE'] }));
+function routesOf(kinds: readonly WorkloadKind[]): readonly Route[] {
+  return kinds.map((kind) => ({ group: WORKLOAD_RESOURCES[kind].group, version: WORKLOAD_RESOURCES[kind].version, kind, operations: ['CREATE', 'UPDATE'] }));
+}
 
-function routed(request: AdmissionRequest): boolean {
+const APPS_ROUTES = routesOf(APPS_WORKLOAD_KINDS);
+
+function routed(request: AdmissionRequest, routes: readonly Route[]): boolean {
   const { group, version, kind } = request.kind;
   // a subresource write (status, scale) cannot change the template
   if (request.subResource) return false;
-  return ROUTES.some((r) => r.group === group && r.version === version && r.kind === kind && r.operations.includes(request.operation));
+  return routes.some((r) => r.group === group && r.version === version && r.kind === kind && r.operations.includes(request.operation));
 }
 
 /**
@@ -51,7 +57,9 @@ export function admit(review: AdmissionReview, deps: AdmissionDeps): AdmissionRe
   if (!request) throw new TypeError('admit: the AdmissionReview has no request; check it with parseAdmissionReview');
   const object = request.object;
   // an object without a metadata map is no Kubernetes object (only a hostile client sends one): nothing to patch
-  if (!routed(request) || !isJsonObject(object) || !isJsonObject(object.metadata)) return admissionResponseFor(request.uid, []);
+  const routes = deps.kinds ? routesOf(deps.kinds) : APPS_ROUTES;
+  // a Rollout without --argo-rollouts (a webhook rule that names rollouts anyway) is answered "allowed, no patch"
+  if (!routed(request, routes) || !isJsonObject(object) || !isJsonObject(object.metadata)) return admissionResponseFor(request.uid, []);
   const restarter = restarterMutator({ cachesSynced: deps.cachesSynced, lookup: deps.lookup, cacheProgress: deps.cacheProgress, dialectOf: deps.dialectOf, timing: deps.timing, ownUser: deps.ownUser });
   const ops = composeMutators(request, object, [restarter, ...(deps.cachesSynced ? (deps.mutators ?? []) : [])]);
   return admissionResponseFor(request.uid, ops, runChecks(request, object, deps.checks ?? []));

@@ -1,6 +1,6 @@
 import type { Operation } from 'fast-json-patch';
 import type { Logger } from 'pino';
-import { appsV1, type AppsV1 } from '../kube/api-clients.js';
+import { appsV1, customObjects, type AppsV1, type CustomObjects } from '../kube/api-clients.js';
 import type { KubeAccess } from '../kube/kube-client.js';
 import type { EventRecorder, EventSpec, EventSubject } from '../kube/events.js';
 import type { CacheStatus, Informer } from '../kube/informer.js';
@@ -15,7 +15,18 @@ import {
 import type { ObjectEvent } from '../kube/object-store.js';
 import { RawApi } from '../kube/raw-api.js';
 import type { StatefulSetCache } from '../kube/statefulsets.js';
-import { WORKLOAD_KINDS, createWorkloadCache, describeWorkload, workloadKey, type Workload, type WorkloadCache, type WorkloadKind } from '../kube/workloads.js';
+import {
+  APPS_WORKLOAD_KINDS,
+  WORKLOAD_KINDS,
+  WORKLOAD_RESOURCES,
+  createWorkloadCache,
+  decodeWorkload,
+  describeWorkload,
+  workloadKey,
+  type Workload,
+  type WorkloadCache,
+  type WorkloadKind,
+} from '../kube/workloads.js';
 import { Controller } from '../kube/controller.js';
 import { TokenBucket } from '../kube/token-bucket.js';
 import type { Runnable } from '../manager.js';
@@ -64,7 +75,7 @@ export interface RestarterControllerOptions {
   logger: Logger;
   metrics: Metrics;
   /** Records the Event of every template change (main.ts builds the one recorder); told of each workload that is gone, when it can forget. */
-  events: Pick<EventRecorder, 'record'> & Partial<Pick<EventRecorder, 'forget'>>;
+  events: Pick<EventRecorder, 'record'> & Partial<Pick<EventRecorder, 'forget' | 'recordOnce'>>;
   /** rollguard's own namespace, where the digest key Secret lives; omitted: no data check (every version bump rolls). */
   ownNamespace?: string;
   /** The features a Deployment or DaemonSet is warned it asks for in vain (rollout/, handover/). */
@@ -76,13 +87,16 @@ export interface RestarterControllerOptions {
   compatDialects?: readonly Dialect[];
   /** The rollguard.io/timing record the loop's writes carry (timing.ts); omitted: none. */
   timing?: string;
+  /** The workload kinds watched and written (kube/workloads.ts enabledWorkloadKinds: Rollout with --argo-rollouts); omitted: the apps/v1 three. */
+  kinds?: readonly WorkloadKind[];
 }
 
 export interface RestarterStatus {
   /** Workloads waiting to be reconciled (ready, debounced or backing off). */
   queued: number;
   inFlight: number;
-  cache: Record<'ConfigMap' | 'Secret' | WorkloadKind, CacheStatus>;
+  /** The caches of ConfigMaps, Secrets and each watched workload kind (Rollout only with --argo-rollouts). */
+  cache: Partial<Record<'ConfigMap' | 'Secret' | WorkloadKind, CacheStatus>>;
   /** Entries of every per-object map the restarter keeps (/status `memory`, docs/troubleshooting.md). */
   memory: Record<string, number>;
 }
@@ -133,7 +147,7 @@ async function readFresh(api: RawApi, kind: ObjectKind, namespace: string, name:
   return { version, revision };
 }
 
-type WorkloadCaches = { [K in WorkloadKind]: WorkloadCache<K> };
+type WorkloadCaches = { [K in WorkloadKind]?: WorkloadCache<K> };
 
 /** What the restarter reads of each kind's store, whichever the kind. */
 interface WorkloadStore {
@@ -172,15 +186,23 @@ function unionOf(parts: WorkloadStore[]): WorkloadStore {
   };
 }
 
+/** A store of no workloads: the kinds that are not watched (Rollout without --argo-rollouts). */
+const NO_WORKLOADS: WorkloadStore = { get: () => undefined, list: () => [], size: () => 0, onEvent: () => undefined };
+
 /** One JSON Patch of a workload's template or metadata, by kind. */
-function patchWorkload(apps: AppsV1, kind: WorkloadKind, namespace: string, name: string, body: Operation[]): Promise<Workload> {
+async function patchWorkload(apis: { apps: AppsV1; custom: CustomObjects }, kind: WorkloadKind, namespace: string, name: string, body: Operation[]): Promise<Workload> {
   switch (kind) {
     case 'StatefulSet':
-      return apps.patchNamespacedStatefulSet({ name, namespace, body });
+      return apis.apps.patchNamespacedStatefulSet({ name, namespace, body });
     case 'Deployment':
-      return apps.patchNamespacedDeployment({ name, namespace, body });
+      return apis.apps.patchNamespacedDeployment({ name, namespace, body });
     case 'DaemonSet':
-      return apps.patchNamespacedDaemonSet({ name, namespace, body });
+      return apis.apps.patchNamespacedDaemonSet({ name, namespace, body });
+    case 'Rollout': {
+      const { group, version, plural } = WORKLOAD_RESOURCES.Rollout;
+      const patched: unknown = await apis.custom.patchNamespacedCustomObject({ group, version, namespace, plural, name, body });
+      return decodeWorkload('Rollout', patched);
+    }
   }
 }
 
@@ -198,24 +220,35 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   };
   const workloadCache = <K extends WorkloadKind>(kind: K, label = ENABLED_LABEL): WorkloadCache<K> =>
     createWorkloadCache(kind, { api, namespaces: opts.namespaces, labelSelector: `${label}=true`, logger: log, watchIdleTimeoutMs: opts.watchIdleTimeoutMs });
-  const workloads: WorkloadCaches = { StatefulSet: workloadCache('StatefulSet'), Deployment: workloadCache('Deployment'), DaemonSet: workloadCache('DaemonSet') };
+  const kinds = opts.kinds ?? APPS_WORKLOAD_KINDS;
+  const statefulSets = workloadCache('StatefulSet');
+  const workloads: WorkloadCaches = {
+    StatefulSet: statefulSets,
+    Deployment: workloadCache('Deployment'),
+    DaemonSet: workloadCache('DaemonSet'),
+    // a Rollout cache only with --argo-rollouts: without the CRD its list would fail, and no Rollout is touched
+    ...(kinds.includes('Rollout') ? { Rollout: workloadCache('Rollout') } : {}),
+  };
+  const watched = WORKLOAD_KINDS.filter((kind) => workloads[kind] !== undefined);
   // One label selector cannot OR two labels: another dialect's opt-in is a label-filtered watch of its own, per kind it speaks.
   const compatCaches = (opts.compatDialects ?? []).flatMap((d) => d.kinds.map((kind) => workloadCache(kind, d.enabledLabel)));
-  const storesOf = <K extends WorkloadKind>(kind: K): WorkloadStore =>
-    unionOf([storeOf(workloads[kind]), ...compatCaches.filter((c) => c.kind === kind).map((c) => storeOf(c))]);
-  const stores: Record<WorkloadKind, WorkloadStore> = { StatefulSet: storesOf('StatefulSet'), Deployment: storesOf('Deployment'), DaemonSet: storesOf('DaemonSet') };
+  const storesOf = <K extends WorkloadKind>(kind: K): WorkloadStore => {
+    const own = workloads[kind];
+    return own ? unionOf([storeOf(own), ...compatCaches.filter((c) => c.kind === kind).map((c) => storeOf(c))]) : NO_WORKLOADS;
+  };
+  const stores: Record<WorkloadKind, WorkloadStore> = { StatefulSet: storesOf('StatefulSet'), Deployment: storesOf('Deployment'), DaemonSet: storesOf('DaemonSet'), Rollout: storesOf('Rollout') };
   const workloadStore = (kind: WorkloadKind): WorkloadStore => stores[kind];
   metrics.watchCacheAge('ConfigMap', () => metadata.ConfigMap.informer.lastEventAgeSeconds());
   metrics.watchCacheAge('Secret', () => metadata.Secret.informer.lastEventAgeSeconds());
-  for (const kind of WORKLOAD_KINDS) metrics.watchCacheAge(kind, () => workloads[kind].informer.lastEventAgeSeconds());
+  for (const kind of watched) metrics.watchCacheAge(kind, () => workloads[kind]?.informer.lastEventAgeSeconds());
   const informers: Informer<unknown>[] = [
     metadata.ConfigMap.informer,
     metadata.Secret.informer,
-    ...WORKLOAD_KINDS.map((kind) => workloads[kind].informer),
+    ...watched.flatMap((kind) => workloads[kind]?.informer ?? []),
     ...compatCaches.map((c) => c.informer),
   ];
   const index = new ReverseIndex();
-  const apps = appsV1(opts.kubeConfig);
+  const apis = { apps: appsV1(opts.kubeConfig), custom: customObjects(opts.kubeConfig) };
   const maxRestartsPerSecond = opts.maxRestartsPerSecond ?? DEFAULT_MAX_RESTARTS_PER_SECOND;
   // A burst of one second's worth: a handful of sets roll at once, a thousand do not.
   const restartBurst = Number.isFinite(maxRestartsPerSecond) ? Math.max(1, Math.ceil(maxRestartsPerSecond)) : 1;
@@ -229,6 +262,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   const contentDigest = dialects.find((d) => d.contentDigest)?.contentDigest;
   const digestReader = digestKeys ? new DigestReader(api, () => digestKeys.keys(), (kind) => metrics.dataReads.inc({ kind }), undefined, contentDigest?.of) : undefined;
   const forget = opts.events.forget?.bind(opts.events);
+  const recordOnce = opts.events.recordOnce?.bind(opts.events);
   // An Event whose write was under way while its workload was deleted lands after the deletion
   // told the recorder to forget it: forgotten then, so its aggregation outlives it by nothing.
   const recordAndForgetGone = async (subject: EventSubject, spec: EventSpec): Promise<void> => {
@@ -245,8 +279,8 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     cacheProgress: (kind, namespace) => metadata[kind].informer.resourceVersion(namespace),
     readFresh: (kind, namespace, name) => readFresh(api, kind, namespace, name, ignore),
     minRestartIntervalMs: opts.minRestartIntervalMs ?? DEFAULT_MIN_RESTART_INTERVAL_MS,
-    patchWorkload: (kind, namespace, name, ops) => patchWorkload(apps, kind, namespace, name, ops),
-    events: { record: recordAndForgetGone },
+    patchWorkload: (kind, namespace, name, ops) => patchWorkload(apis, kind, namespace, name, ops),
+    events: { record: recordAndForgetGone, ...(recordOnce ? { recordOnce } : {}) },
     restartLimiter,
     logger: log,
     metrics,
@@ -267,18 +301,18 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     debounceMs: opts.debounceMs ?? DEFAULT_DEBOUNCE_MS,
     resyncPeriodMs: opts.resyncPeriodMs ?? DEFAULT_RESYNC_PERIOD_MS,
     keys: () => [
-      ...new Set(WORKLOAD_KINDS.flatMap((kind) => workloadStore(kind).list().map((w) => workloadKey(kind, w.metadata?.namespace ?? '', w.metadata?.name ?? '')))),
+      ...new Set(watched.flatMap((kind) => workloadStore(kind).list().map((w) => workloadKey(kind, w.metadata?.namespace ?? '', w.metadata?.name ?? '')))),
     ],
     syncs: informers,
     term: () => ({ reconciler }),
     describe: describeWorkload,
-    objects: 'labelled StatefulSet, Deployment and DaemonSet',
+    objects: watched.includes('Rollout') ? 'labelled StatefulSet, Deployment, DaemonSet and Rollout' : 'labelled StatefulSet, Deployment and DaemonSet',
     logger: log,
     metrics,
   });
 
   // The index is kept on every replica, leader or not, so a new leader starts with it whole.
-  for (const kind of WORKLOAD_KINDS) {
+  for (const kind of watched) {
     const store = workloadStore(kind);
     store.onEvent((event: ObjectEvent<Workload>) => {
       metrics.cachedObjects.set({ kind }, store.size());
@@ -289,7 +323,11 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
       if (event.type === 'deleted' && !still) reconciler.forgetWorkload(effect.key);
       if (event.type === 'deleted' && !still && event.previous?.metadata?.uid) opts.events.forget?.(event.previous.metadata.uid);
       else if (effect.index && effect.index !== 'remove') index.setReferences(effect.key, event.current?.metadata?.namespace ?? '', effect.index);
-      if (effect.wake || still) controller.enqueue({ key: effect.key, debounce: true });
+      // A workload created now is reconciled at once, not at the end of the debounce: its digest
+      // baseline (what its pods read) is recorded before a change in its first seconds needs it to
+      // be told apart, served in place or not. The caches' first list is the first pass's.
+      const created = event.type === 'added' && cachesSynced();
+      if (effect.wake || still) controller.enqueue({ key: effect.key, debounce: !created });
     });
   }
   for (const kind of ['ConfigMap', 'Secret'] as const) {
@@ -306,13 +344,14 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   const restarterMemory = (): Record<string, number> => {
     const queue = controller.queueMemory();
     const reconcile = reconciler.memory();
-    const cached = (kind: WorkloadKind): number => workloads[kind].store.size() + compatCaches.filter((c) => c.kind === kind).reduce((n, c) => n + c.store.size(), 0);
+    const cached = (kind: WorkloadKind): number => (workloads[kind]?.store.size() ?? 0) + compatCaches.filter((c) => c.kind === kind).reduce((n, c) => n + c.store.size(), 0);
     return {
       'restarter.cache.configmaps': metadata.ConfigMap.store.size(),
       'restarter.cache.secrets': metadata.Secret.store.size(),
       'restarter.cache.statefulsets': cached('StatefulSet'),
       'restarter.cache.deployments': cached('Deployment'),
       'restarter.cache.daemonsets': cached('DaemonSet'),
+      ...(workloads.Rollout ? { 'restarter.cache.rollouts': cached('Rollout') } : {}),
       'restarter.reverse_index.sets': index.size().sets,
       'restarter.reverse_index.objects': index.size().objects,
       'restarter.digest_reads': digestReader?.size() ?? 0,
@@ -325,6 +364,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
       'restarter.reconciler.deferred': reconcile.deferred,
       'restarter.reconciler.told_unsupported': reconcile.told_unsupported,
       'restarter.reconciler.told_missing': reconcile.told_missing,
+      'restarter.reconciler.told_due': reconcile.told_due,
     };
   };
 
@@ -355,15 +395,16 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     lookup,
     cacheProgress: (kind, namespace) => metadata[kind].informer.resourceVersion(namespace),
     covers: (namespace) => metadata.ConfigMap.informer.covers(namespace),
-    statefulSets: workloads.StatefulSet,
+    statefulSets,
     status: () => ({
       ...controller.status(),
       cache: {
         ConfigMap: metadata.ConfigMap.informer.status(metadata.ConfigMap.store.size()),
         Secret: metadata.Secret.informer.status(metadata.Secret.store.size()),
-        StatefulSet: workloads.StatefulSet.informer.status(workloads.StatefulSet.store.size()),
-        Deployment: workloads.Deployment.informer.status(workloads.Deployment.store.size()),
-        DaemonSet: workloads.DaemonSet.informer.status(workloads.DaemonSet.store.size()),
+        ...Object.fromEntries(watched.flatMap((kind) => {
+          const cache = workloads[kind];
+          return cache ? [[kind, cache.informer.status(cache.store.size())]] : [];
+        })),
       },
       memory: restarterMemory(),
     }),

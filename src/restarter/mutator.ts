@@ -21,6 +21,7 @@ import { templateAnnotationOps, workloadAnnotationOps } from './patch.js';
 import type { ObjectKind } from './references.js';
 import { TIMING_ANNOTATION } from './timing.js';
 import { DIGESTS_ANNOTATION } from './digests.js';
+import { EVENT_DUE_ANNOTATION } from './event-due.js';
 import { parseAnnotationValue } from './versions.js';
 
 /**
@@ -30,7 +31,7 @@ import { parseAnnotationValue } from './versions.js';
  * drop or roll them back, and a copy of another set (`kubectl get -o yaml`, a restore) must not
  * bring that set's records along.
  */
-export const RESTARTER_RECORDS = [LAST_RESTART_ANNOTATION, DIGESTS_ANNOTATION, FROZEN_ANNOTATION, TIMING_ANNOTATION, RESTART_REASON_ANNOTATION] as const;
+export const RESTARTER_RECORDS = [LAST_RESTART_ANNOTATION, DIGESTS_ANNOTATION, FROZEN_ANNOTATION, TIMING_ANNOTATION, RESTART_REASON_ANNOTATION, EVENT_DUE_ANNOTATION] as const;
 
 export interface RestarterMutatorDeps {
   /** Until the caches have synced every version would look absent: only what needs no cache is done. */

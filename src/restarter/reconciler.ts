@@ -4,7 +4,7 @@ import { ConflictError, errorText, invalidFields, isConflict, isOutcomeUnknown, 
 import { policyDenial, REASON_WRITE_DENIED } from '../kube/policy-denial.js';
 import type { ReconcileResult, Reconciler } from '../kube/controller.js';
 import type { EventRecorder, EventSubject } from '../kube/events.js';
-import { describeWorkload, workloadRef, type Workload, type WorkloadKind, type WorkloadRef } from '../kube/workloads.js';
+import { describeWorkload, workloadApiVersion, workloadRef, type Workload, type WorkloadKind, type WorkloadRef } from '../kube/workloads.js';
 import type { TokenBucket } from '../kube/token-bucket.js';
 import type { Metrics } from '../metrics.js';
 import {
@@ -29,7 +29,16 @@ import {
   type VersionLookup,
 } from './annotations.js';
 import { describeChange } from './change-text.js';
-import { REASON_UNSUPPORTED_FOR_KIND, annotationWritesBumpGeneration, unsupportedFeatures, unsupportedMessage, type StatefulSetOnlyFeature } from './kind-features.js';
+import {
+  REASON_TEMPLATE_IN_WORKLOAD_REF,
+  REASON_UNSUPPORTED_FOR_KIND,
+  annotationWritesBumpGeneration,
+  templateElsewhere,
+  templateElsewhereMessage,
+  unsupportedFeatures,
+  unsupportedMessage,
+  type StatefulSetOnlyFeature,
+} from './kind-features.js';
 import { checkedPlan, dataOutcome, dataStep, needsBaseline, type DataCheckItem, type DataOutcome, type InPlaceChange } from './data-check.js';
 import type { DigestRead } from './digest-reader.js';
 import { DIGESTS_ANNOTATION, parseDigestRecords } from './digests.js';
@@ -38,6 +47,7 @@ import type { ObjectKind, ReadKeys } from './references.js';
 import { recordCovers, type DigestRecord } from './digests.js';
 import { numericResourceVersion, parseAnnotationValue } from './versions.js';
 import { TIMING_ANNOTATION } from './timing.js';
+import { EVENT_DUE_ANNOTATION, dueEventName, dueToTell, formatEventDue, parseEventDue, type EventDue } from './event-due.js';
 
 /** Event reasons: a referenced object changed; references tracked for the first time (or newly); references dropped. */
 export const REASON_CONFIG_CHANGED = 'ConfigChanged';
@@ -68,6 +78,9 @@ class InvalidWriteError extends Error {
   override readonly name = 'InvalidWriteError';
 }
 
+/** A mark whose Event could not be written (EVENT_DUE_ANNOTATION) is tried again this long after. */
+const DUE_RETRY_MS = 10_000;
+
 /** While the caches are still listing, every object would look absent; the item waits this long and tries again. */
 const NOT_SYNCED_RETRY_MS = 1_000;
 /** A cache behind a stored annotation (another replica's webhook had a fresher one) is given this long between looks. */
@@ -93,7 +106,8 @@ export interface ReconcilerDeps {
   /** Reads one object from the API server, bypassing every cache. */
   readFresh(kind: ObjectKind, namespace: string, name: string): Promise<FreshRead>;
   patchWorkload(kind: WorkloadKind, namespace: string, name: string, ops: Operation[]): Promise<Workload>;
-  events: Pick<EventRecorder, 'record'>;
+  /** recordOnce: the Event a template write is due (EVENT_DUE_ANNOTATION), under its own name; omitted: recorded as any other. */
+  events: Pick<EventRecorder, 'record'> & Partial<Pick<EventRecorder, 'recordOnce'>>;
   restartLimiter: Pick<TokenBucket, 'take'>;
   /** At most one template patch per set in this window (the trailing change wins); 0: no floor. */
   minRestartIntervalMs: number;
@@ -129,6 +143,8 @@ interface WriteInDoubt {
   basedOn: string;
   reason: string;
   changes: AnnotationChange[];
+  /** the Event the write was due */
+  due: EventDue;
 }
 
 interface Plan {
@@ -209,7 +225,7 @@ function kindsIn(reason: string): ObjectKind[] {
 }
 
 /**
- * Brings one workload's (StatefulSet, Deployment, DaemonSet) restarter annotations to what its referenced objects' versions say,
+ * Brings one workload's (StatefulSet, Deployment, DaemonSet, Rollout) restarter annotations to what its referenced objects' versions say,
  * from the caches; writes only when something differs, so a restart of rollguard (or a change of
  * leader) patches nothing that did not really change. Never moves a value backwards; at most one
  * template patch per set per restart floor; every patch has its Event and log line.
@@ -225,6 +241,8 @@ export class RestarterReconciler implements Reconciler {
   private readonly toldUnsupported = new Map<string, string>();
   /** Workloads warned that a required object or key is gone: what was told, so that it is told once, and its return told. */
   private readonly toldMissing = new Map<string, { text: string; what: string; uid: string }>();
+  /** Workloads whose EVENT_DUE_ANNOTATION (the value) has its Event stored: not told again, and removed where that is free. */
+  private readonly toldDue = new Map<string, string>();
   private readonly now: () => Date;
   /** The digest key id last seen; a record under another one is re-keyed (a rotation). */
   private keyId?: string;
@@ -234,9 +252,10 @@ export class RestarterReconciler implements Reconciler {
   }
 
   /** How many workloads each per-workload map holds; for /status (`memory`). */
-  memory(): { lag_since: number; held_since: number; in_doubt: number; deferred: number; told_unsupported: number; told_missing: number } {
+  memory(): { lag_since: number; held_since: number; in_doubt: number; deferred: number; told_unsupported: number; told_missing: number; told_due: number } {
     return {
       told_missing: this.toldMissing.size,
+      told_due: this.toldDue.size,
       lag_since: this.lagSince.size,
       held_since: this.heldSince.size,
       in_doubt: this.inDoubt.size,
@@ -264,10 +283,22 @@ export class RestarterReconciler implements Reconciler {
     if (!set) {
       this.toldUnsupported.delete(ref.key);
       this.toldMissing.delete(ref.key);
+      this.toldDue.delete(ref.key);
       return this.forget(ref);
     }
     await this.tellUnsupported(ref, set);
     await this.settleInDoubt(ref, set);
+    const due = await this.settleDue(ref, set);
+    if (due === 'written') return {};
+    const result = await this.reconcileSet(ref, set, signal);
+    // a mark whose Event could not be written is tried again, without holding anything else up
+    if (due === 'untold' && (result.requeueAfterMs === undefined || result.requeueAfterMs > DUE_RETRY_MS)) return { ...result, requeueAfterMs: DUE_RETRY_MS };
+    return result;
+  }
+
+  private async reconcileSet(ref: WorkloadRef, set: Workload, signal: AbortSignal): Promise<RestarterReconcileResult> {
+    const { deps } = this;
+    const { kind, namespace, name } = ref;
     if (set.metadata?.annotations?.[RESTART_REASON_ANNOTATION] !== undefined) return this.explainAdmission(ref, set);
 
     const planned = this.plan(kind, set);
@@ -311,6 +342,7 @@ export class RestarterReconciler implements Reconciler {
     this.forgetPending(key);
     this.toldUnsupported.delete(key);
     this.toldMissing.delete(key);
+    this.toldDue.delete(key);
   }
 
   private forget(ref: WorkloadRef): RestarterReconcileResult {
@@ -344,7 +376,59 @@ export class RestarterReconciler implements Reconciler {
     this.inDoubt.delete(ref.key);
     const annotations = set.spec?.template?.metadata?.annotations ?? {};
     const landed = set.metadata?.uid === doubt.uid && doubt.changes.every((c) => annotations[c.key] === c.to);
-    if (landed) await this.tellRestart(ref, set, set, doubt.reason, doubt.changes, true);
+    if (landed) await this.tellRestart(ref, set, set, doubt.reason, doubt.changes, doubt.due, true);
+  }
+
+  /**
+   * The Event a write of the loop's is due (EVENT_DUE_ANNOTATION, written with the write): told
+   * here when no process told it yet (the one that wrote it died before its Event landed), under
+   * the mark's own name, so that a second telling (a deposed leader's, a restarted one's) adds
+   * nothing. Then the mark is removed, where that makes no generation (not on a Deployment, whose
+   * next template write replaces it). 'written': the removal was written (the set's watch event
+   * brings it back); 'untold': the Event could not be written, the mark stays and is tried again.
+   */
+  private async settleDue(ref: WorkloadRef, set: Workload): Promise<'written' | 'untold' | undefined> {
+    const value = set.metadata?.annotations?.[EVENT_DUE_ANNOTATION];
+    if (value === undefined) {
+      this.toldDue.delete(ref.key);
+      return undefined;
+    }
+    if (this.toldDue.get(ref.key) !== value) {
+      const due = parseEventDue(value);
+      // another set's mark (a copy made without the webhook), one too old to tell, or one that does not parse: nothing to tell
+      if (due && dueToTell(due, set.metadata?.uid, this.now().getTime())) {
+        const told = await this.tellDue(ref, set, set, due);
+        if (told === 'failed') return 'untold';
+        if (told === 'created') {
+          this.deps.logger.info(
+            { workload: ref.key, reason: due.reason, at: due.at },
+            `${describeWorkload(ref)}: the Event of its restart at ${due.at} was due and not written (rollguard stopped before it); written now: ${due.reason}: ${due.message}`,
+          );
+        }
+      }
+      this.toldDue.set(ref.key, value);
+    }
+    if (annotationWritesBumpGeneration(ref.kind)) return undefined;
+    const ops: Operation[] = [
+      { op: 'test', path: '/metadata/resourceVersion', value: set.metadata?.resourceVersion ?? '' },
+      ...workloadAnnotationOps(set.metadata?.annotations, { [EVENT_DUE_ANNOTATION]: undefined, ...this.timingValue() }),
+    ];
+    await this.patch(ref, set, ops, 'the told Event mark');
+    return 'written';
+  }
+
+  /** The Event a mark is due, under the mark's name: 'created' now, 'found' stored before, or 'failed'. */
+  private async tellDue(ref: WorkloadRef, set: Workload, patched: Workload | undefined, due: EventDue): Promise<'created' | 'found' | 'failed'> {
+    const subject = eventSubject(ref, set, patched);
+    const spec = { type: due.type, reason: due.reason, message: due.message, action: PATCH_ACTION };
+    const { recordOnce } = this.deps.events;
+    if (!recordOnce) {
+      await this.deps.events.record(subject, spec);
+      return 'created';
+    }
+    const told = await recordOnce.call(this.deps.events, subject, spec, { name: dueEventName(subject.name, due), at: new Date(due.at) });
+    if (told !== 'failed') this.toldDue.set(ref.key, formatEventDue(due));
+    return told;
   }
 
   private enabledSet(kind: WorkloadKind, namespace: string, name: string): Workload | undefined {
@@ -474,29 +558,37 @@ export class RestarterReconciler implements Reconciler {
     const { set, desired, changes } = plan;
     const current = set.spec?.template?.metadata?.annotations;
     const reason = patchReason(current, changes, plan.dialect);
+    const at = this.now().toISOString();
+    // the Event rides in the write as due, so that it outlives this process (settleDue)
+    const due: EventDue = { uid: set.metadata?.uid ?? '', at, type: 'Normal', reason, message: changes.map(describeChange).join('; ') };
     const ops = [
       ...annotationPatch(ref.kind, set, desired, changes),
-      ...workloadAnnotationOps(set.metadata?.annotations, { ...this.recordValues(plan), [LAST_RESTART_ANNOTATION]: this.now().toISOString(), ...this.timingValue() }),
+      ...workloadAnnotationOps(set.metadata?.annotations, {
+        ...this.recordValues(plan),
+        [LAST_RESTART_ANNOTATION]: at,
+        [EVENT_DUE_ANNOTATION]: formatEventDue(due),
+        ...this.timingValue(),
+      }),
     ];
     let patched: Workload;
     try {
       patched = await this.patch(ref, set, ops, 'the pod template annotations');
     } catch (err) {
       if (!(err instanceof ConflictError) && isOutcomeUnknown((err as Error).cause)) {
-        this.inDoubt.set(ref.key, { uid: set.metadata?.uid ?? '', basedOn: set.metadata?.resourceVersion ?? '', reason, changes });
+        this.inDoubt.set(ref.key, { uid: set.metadata?.uid ?? '', basedOn: set.metadata?.resourceVersion ?? '', reason, changes, due });
       }
       throw err;
     }
     this.inDoubt.delete(ref.key);
     this.deferred.delete(ref.key);
-    await this.tellRestart(ref, set, patched, reason, changes, false);
+    await this.tellRestart(ref, set, patched, reason, changes, due, false);
     return { patched: reason };
   }
 
   /** Every template write has its metrics, a log line and an Event naming the set and both versions. */
-  private async tellRestart(ref: WorkloadRef, set: Workload, patched: Workload | undefined, reason: string, changes: AnnotationChange[], answerLost: boolean): Promise<void> {
+  private async tellRestart(ref: WorkloadRef, set: Workload, patched: Workload | undefined, reason: string, changes: AnnotationChange[], due: EventDue, answerLost: boolean): Promise<void> {
     const { deps } = this;
-    const message = changes.map(describeChange).join('; ');
+    const message = due.message;
     const workloadKind = ref.kind;
     deps.metrics.patches.inc({ reason, kind: workloadKind });
     if (reason === REASON_CONFIG_CHANGED) {
@@ -513,7 +605,8 @@ export class RestarterReconciler implements Reconciler {
       },
       `${describeWorkload(ref)} restarts: ${message}${answerLost ? " (the write's answer was lost; the set carries it)" : ''}`,
     );
-    await deps.events.record(eventSubject(ref, set, patched), { type: 'Normal', reason, message, action: PATCH_ACTION });
+    // not stored: the mark the write carries stays, and the set's next reconcile tells it
+    await this.tellDue(ref, set, patched, due);
   }
 
   /** The timing record rides along with a write of the set's annotations, never a reason for one (on a Deployment that write would be a generation). */
@@ -667,22 +760,24 @@ export class RestarterReconciler implements Reconciler {
 
   /**
    * The webhook folded a version bump into an owner's template change and said so in the set's
-   * RESTART_REASON_ANNOTATION: the restart happened with that write. Removed first, then told,
-   * so that a retry never tells it twice.
+   * RESTART_REASON_ANNOTATION: the restart happened with that write. Its removal carries the
+   * Event as due (EVENT_DUE_ANNOTATION), then the Event is told: a process that dies between the
+   * two leaves it to the next, and a retry never tells it twice.
    */
   private async explainAdmission(ref: WorkloadRef, set: Workload): Promise<RestarterReconcileResult> {
     const reason = set.metadata?.annotations?.[RESTART_REASON_ANNOTATION] ?? '';
+    const message = `${reason} (applied at admission, with the owner's change to the template)`;
+    const due: EventDue = { uid: set.metadata?.uid ?? '', at: this.now().toISOString(), type: 'Normal', reason: REASON_CONFIG_CHANGED, message };
     const ops: Operation[] = [
       { op: 'test', path: '/metadata/resourceVersion', value: set.metadata?.resourceVersion ?? '' },
-      ...workloadAnnotationOps(set.metadata?.annotations, { [RESTART_REASON_ANNOTATION]: undefined, ...this.timingValue() }),
+      ...workloadAnnotationOps(set.metadata?.annotations, { [RESTART_REASON_ANNOTATION]: undefined, [EVENT_DUE_ANNOTATION]: formatEventDue(due), ...this.timingValue() }),
     ];
     const patched = await this.patch(ref, set, ops, 'the restart reason');
-    const message = `${reason} (applied at admission, with the owner's change to the template)`;
     const workloadKind = ref.kind;
     this.deps.metrics.patches.inc({ reason: REASON_CONFIG_CHANGED, kind: workloadKind });
     for (const kind of kindsIn(reason)) this.deps.metrics.restarts.inc({ kind, workload_kind: workloadKind });
     this.deps.logger.info({ workload: ref.key, reason: REASON_CONFIG_CHANGED, admission: true }, `${describeWorkload(ref)} restarted: ${message}`);
-    await this.deps.events.record(eventSubject(ref, set, patched), { type: 'Normal', reason: REASON_CONFIG_CHANGED, message, action: PATCH_ACTION });
+    await this.tellDue(ref, set, patched, due);
     // the set is queued again by its own watch event: its other annotations are looked at then
     return {};
   }
@@ -717,17 +812,26 @@ export class RestarterReconciler implements Reconciler {
   private async tellUnsupported(ref: WorkloadRef, set: Workload): Promise<void> {
     const { kind } = ref;
     const requests = unsupportedFeatures(kind, set.metadata?.annotations, this.deps.statefulSetOnly ?? []);
-    if (requests.length === 0) {
+    // a Rollout that runs another workload's template (spec.workloadRef) has nothing of its own to restart
+    const elsewhere = templateElsewhere(kind, set);
+    if (requests.length === 0 && !elsewhere) {
       this.toldUnsupported.delete(ref.key);
       return;
     }
     const asked = Object.fromEntries(requests.flatMap((r) => r.annotations).map((k) => [k, set.metadata?.annotations?.[k]]));
-    const told = JSON.stringify([set.metadata?.uid, asked]);
+    const told = JSON.stringify([set.metadata?.uid, asked, elsewhere ?? null]);
     if (this.toldUnsupported.get(ref.key) === told) return;
     this.toldUnsupported.set(ref.key, told);
-    const message = unsupportedMessage(kind, requests);
-    this.deps.logger.warn({ workload: ref.key, features: requests.map((r) => r.feature) }, `${describeWorkload(ref)}: ${message}`);
-    await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_UNSUPPORTED_FOR_KIND, message, action: 'Ignore' });
+    if (requests.length > 0) {
+      const message = unsupportedMessage(kind, requests);
+      this.deps.logger.warn({ workload: ref.key, features: requests.map((r) => r.feature) }, `${describeWorkload(ref)}: ${message}`);
+      await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_UNSUPPORTED_FOR_KIND, message, action: 'Ignore' });
+    }
+    if (elsewhere) {
+      const message = templateElsewhereMessage(elsewhere);
+      this.deps.logger.warn({ workload: ref.key, workloadRef: elsewhere }, `${describeWorkload(ref)}: ${message}`);
+      await this.deps.events.record(eventSubject(ref, set), { type: 'Warning', reason: REASON_TEMPLATE_IN_WORKLOAD_REF, message, action: 'Ignore' });
+    }
   }
 
   private async patch(ref: WorkloadRef, set: Workload, ops: Operation[], what: string): Promise<Workload> {
@@ -767,7 +871,7 @@ export function missingText(missing: readonly MissingReference[]): { text: strin
 
 function eventSubject(ref: WorkloadRef, set: Workload, patched?: Workload): EventSubject {
   return {
-    apiVersion: 'apps/v1',
+    apiVersion: workloadApiVersion(ref.kind),
     kind: ref.kind,
     namespace: set.metadata?.namespace ?? '',
     name: set.metadata?.name ?? '',

@@ -21,11 +21,21 @@ export interface Read {
   volume?: string;
 }
 
-type Visit = (kind: ObjectKind, name: unknown, read: Read) => void;
+/**
+ * A reference's name, already checked: a non-empty string (anything else references nothing).
+ * `read` is built only when the walk was asked for reads; else it is NO_READ.
+ */
+type Visit = (kind: ObjectKind, name: string, read: Read) => void;
+
+/** What a walk asked for names only (referencedObjects) passes instead of building each Read. */
+const NO_READ: Read = Object.freeze({ via: 'env' });
 
 // The template may be the wire JSON of an admission review, not yet validated by anyone:
 // every field is read as unknown, and one of the wrong type counts as absent.
 const field = (value: unknown, key: string): unknown => jsonObjectOrUndefined(value)?.[key];
+
+/** A name that references an object: a non-empty string. */
+const isName = (name: unknown): name is string => typeof name === 'string' && name !== '';
 
 /** The keys a volume source's `items` names; undefined (every key) without items. */
 function itemKeys(source: unknown): string[] | undefined {
@@ -34,55 +44,83 @@ function itemKeys(source: unknown): string[] | undefined {
   return items.map((item) => field(item, 'key')).filter((key): key is string => typeof key === 'string');
 }
 
-function visitVolumes(volumes: unknown, visit: Visit, projected: boolean): void {
+// Each walk below reads a name first and builds the Read only for a real one, and only when the
+// caller wants reads (`reads`): a review's template has a hundred env entries, most naming no
+// ConfigMap and no Secret, and it is walked on every review.
+
+/** A read through a volume (plain or projected) of `source`, a volume source whose name is checked. */
+function volumeRead(via: 'volume' | 'projected volume', source: unknown, volumeName: unknown): Read {
+  const read: Read = { via, keys: itemKeys(source) };
+  if (field(source, 'optional') === true) read.optional = true;
+  if (typeof volumeName === 'string') read.volume = volumeName;
+  return read;
+}
+
+function visitVolumes(volumes: unknown, visit: Visit, projected: boolean, reads: boolean): void {
   for (const volume of arrayOrEmpty(volumes)) {
     const configMap = field(volume, 'configMap');
     const secret = field(volume, 'secret');
     const volumeName = field(volume, 'name');
-    const named = typeof volumeName === 'string' ? { volume: volumeName } : {};
-    visit('ConfigMap', field(configMap, 'name'), { via: 'volume', keys: itemKeys(configMap), ...optionalOf(configMap), ...named });
-    visit('Secret', field(secret, 'secretName'), { via: 'volume', keys: itemKeys(secret), ...optionalOf(secret), ...named });
+    const configMapName = field(configMap, 'name');
+    if (isName(configMapName)) visit('ConfigMap', configMapName, reads ? volumeRead('volume', configMap, volumeName) : NO_READ);
+    const secretName = field(secret, 'secretName');
+    if (isName(secretName)) visit('Secret', secretName, reads ? volumeRead('volume', secret, volumeName) : NO_READ);
     if (!projected) continue;
     for (const source of arrayOrEmpty(field(field(volume, 'projected'), 'sources'))) {
       const projectedConfigMap = field(source, 'configMap');
+      const projectedConfigMapName = field(projectedConfigMap, 'name');
+      if (isName(projectedConfigMapName)) visit('ConfigMap', projectedConfigMapName, reads ? volumeRead('projected volume', projectedConfigMap, volumeName) : NO_READ);
       const projectedSecret = field(source, 'secret');
-      visit('ConfigMap', field(projectedConfigMap, 'name'), { via: 'projected volume', keys: itemKeys(projectedConfigMap), ...optionalOf(projectedConfigMap), ...named });
-      visit('Secret', field(projectedSecret, 'name'), { via: 'projected volume', keys: itemKeys(projectedSecret), ...optionalOf(projectedSecret), ...named });
+      const projectedSecretName = field(projectedSecret, 'name');
+      if (isName(projectedSecretName)) visit('Secret', projectedSecretName, reads ? volumeRead('projected volume', projectedSecret, volumeName) : NO_READ);
     }
   }
 }
 
 /** `optional: true` of a source; anything else (absent, false, a value of the wrong type) is required, as the kubelet reads it. */
-function optionalOf(source: unknown): { optional?: true } {
-  return field(source, 'optional') === true ? { optional: true } : {};
+function isOptional(source: unknown): boolean {
+  return field(source, 'optional') === true;
 }
 
 function keyRead(ref: unknown): Read {
   const key = field(ref, 'key');
-  return { via: 'env', keys: typeof key === 'string' ? [key] : [], ...optionalOf(ref) };
+  const read: Read = { via: 'env', keys: typeof key === 'string' ? [key] : [] };
+  if (isOptional(ref)) read.optional = true;
+  return read;
 }
 
-function visitContainers(containers: unknown, visit: Visit): void {
+function envFromRead(ref: unknown): Read {
+  return isOptional(ref) ? { via: 'envFrom', optional: true } : { via: 'envFrom' };
+}
+
+function visitContainers(containers: unknown, visit: Visit, reads: boolean): void {
   for (const container of arrayOrEmpty(containers)) {
     for (const env of arrayOrEmpty(field(container, 'env'))) {
       const valueFrom = field(env, 'valueFrom');
+      if (valueFrom === undefined) continue;
       const configMapKeyRef = field(valueFrom, 'configMapKeyRef');
+      const configMapName = field(configMapKeyRef, 'name');
+      if (isName(configMapName)) visit('ConfigMap', configMapName, reads ? keyRead(configMapKeyRef) : NO_READ);
       const secretKeyRef = field(valueFrom, 'secretKeyRef');
-      visit('ConfigMap', field(configMapKeyRef, 'name'), keyRead(configMapKeyRef));
-      visit('Secret', field(secretKeyRef, 'name'), keyRead(secretKeyRef));
+      const secretName = field(secretKeyRef, 'name');
+      if (isName(secretName)) visit('Secret', secretName, reads ? keyRead(secretKeyRef) : NO_READ);
     }
     for (const source of arrayOrEmpty(field(container, 'envFrom'))) {
-      visit('ConfigMap', field(field(source, 'configMapRef'), 'name'), { via: 'envFrom', ...optionalOf(field(source, 'configMapRef')) });
-      visit('Secret', field(field(source, 'secretRef'), 'name'), { via: 'envFrom', ...optionalOf(field(source, 'secretRef')) });
+      const configMapRef = field(source, 'configMapRef');
+      const configMapName = field(configMapRef, 'name');
+      if (isName(configMapName)) visit('ConfigMap', configMapName, reads ? envFromRead(configMapRef) : NO_READ);
+      const secretRef = field(source, 'secretRef');
+      const secretName = field(secretRef, 'name');
+      if (isName(secretName)) visit('Secret', secretName, reads ? envFromRead(secretRef) : NO_READ);
     }
   }
 }
 
-function visitTemplate(template: unknown, visit: Visit, projected: boolean): void {
+function visitTemplate(template: unknown, visit: Visit, projected: boolean, reads: boolean): void {
   const spec = field(template, 'spec');
-  visitVolumes(field(spec, 'volumes'), visit, projected);
-  visitContainers(field(spec, 'initContainers'), visit);
-  visitContainers(field(spec, 'containers'), visit);
+  visitVolumes(field(spec, 'volumes'), visit, projected, reads);
+  visitContainers(field(spec, 'initContainers'), visit, reads);
+  visitContainers(field(spec, 'containers'), visit, reads);
 }
 
 // Code-unit order, not locale order: the result must be the same on every replica.
@@ -100,17 +138,12 @@ function byKindThenName(a: Reference, b: Reference): number {
  * `projected: false` leaves projected volumes out (the Stackable dialect does not track them).
  */
 export function referencedObjects(template: unknown, options: { projected?: boolean } = {}): Reference[] {
-  const found = new Map<string, Reference>();
-  visitTemplate(
-    template,
-    (kind, name) => {
-      if (typeof name !== 'string' || name === '') return;
-      const id = `${kind}/${name}`;
-      if (!found.has(id)) found.set(id, { kind, name });
-    },
-    options.projected ?? true,
-  );
-  return [...found.values()].sort(byKindThenName);
+  // a set of names per kind: no `Kind/name` string built per reference read
+  const found: Record<ObjectKind, Set<string>> = { ConfigMap: new Set(), Secret: new Set() };
+  visitTemplate(template, (kind, name) => void found[kind].add(name), options.projected ?? true, false);
+  const references: Reference[] = [];
+  for (const kind of ['ConfigMap', 'Secret'] as const) for (const name of found[kind]) references.push({ kind, name });
+  return references.sort(byKindThenName);
 }
 
 /** A referenced object with every place the template reads it. */
@@ -126,13 +159,13 @@ export function referenceReads(template: unknown, options: { projected?: boolean
   visitTemplate(
     template,
     (kind, name, read) => {
-      if (typeof name !== 'string' || name === '') return;
       const id = `${kind}/${name}`;
       const entry = found.get(id) ?? { kind, name, reads: [] };
       entry.reads.push(read);
       found.set(id, entry);
     },
     options.projected ?? true,
+    true,
   );
   return [...found.values()].sort(byKindThenName).map((entry) => {
     const all = entry.reads.some((r) => r.keys === undefined);

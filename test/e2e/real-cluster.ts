@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { inject, onTestFailed } from 'vitest';
+import { waitFor } from '../env/wait.js';
 
 const run = promisify(execFile);
 
@@ -52,4 +53,19 @@ export function printRealClusterLogsOnFailure(lines = 40): void {
       console.error(`--- last ${lines} lines of ${name} ---\n${fs.readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n')}`);
     }
   });
+}
+
+/** Waits until namespace `name` is absent or Active: a namespace still terminating refuses what a next file creates in it. */
+export async function namespaceSettled(cluster: RealClusterClient, name: string): Promise<void> {
+  await waitFor(`namespace ${name} absent or Active`, async () => {
+    const phase = (await cluster.kubectl(['get', 'namespace', name, '--ignore-not-found', '-o', 'jsonpath={.status.phase}'])).trim();
+    return phase === '' || phase === 'Active' ? true : undefined;
+  }, { timeoutMs: 180_000, intervalMs: 1_000 });
+}
+
+/** Creates each item of a v1 List in its order (kubectl prints a List's objects as one JSON stream, not a List); the objects as stored. */
+export async function createEach<T>(cluster: RealClusterClient, list: string): Promise<T[]> {
+  const made: T[] = [];
+  for (const item of (JSON.parse(list) as { items: unknown[] }).items) made.push(JSON.parse(await cluster.kubectl(['create', '-f', '-', '-o', 'json'], JSON.stringify(item))) as T);
+  return made;
 }

@@ -6,6 +6,10 @@
 #   build-tools.sh prometheus-operator-crds
 #                             the folder of the Prometheus Operator's CRDs (example/prometheus-operator-crd
 #                             of its Go module, downloaded through the module proxy into Go's module cache)
+#   build-tools.sh argo-rollouts-crd
+#                             the path of Argo Rollouts' Rollout CRD (manifests/crds/rollout-crd.yaml of its Go
+#                             module), copied under ~/.cache/rollguard by src/dev/fetch-argo-crd.sh, which
+#                             `rollguard dev --argo-rollouts` runs too; the Argo controller is not built
 #
 # Each is built once with Go from the module proxy (pinned) in a throwaway module outside
 # the repo, and cached under ~/.cache/rollguard. A tool already on PATH is not used: the
@@ -21,6 +25,10 @@ CACHE_ROOT="${ROLLGUARD_CACHE:-$HOME/.cache/rollguard}"
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
+if [ "$TOOL" = argo-rollouts-crd ]; then
+  exec bash "$(dirname "$0")/../../src/dev/fetch-argo-crd.sh"
+fi
+
 if [ "$TOOL" = prometheus-operator-crds ]; then
   command -v go >/dev/null || { log "Go is needed to download the Prometheus Operator's CRDs"; exit 1; }
   module=github.com/prometheus-operator/prometheus-operator
@@ -34,7 +42,7 @@ fi
 case "$TOOL" in
   helm) version=$HELM_VERSION ;;
   promtool) version=$PROMETHEUS_VERSION ;;
-  *) log "unknown tool \"$TOOL\": helm, promtool or prometheus-operator-crds"; exit 2 ;;
+  *) log "unknown tool \"$TOOL\": helm, promtool, prometheus-operator-crds or argo-rollouts-crd"; exit 2 ;;
 esac
 
 bin_dir="$CACHE_ROOT/bin/tools-$TOOL-$version"

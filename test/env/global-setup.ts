@@ -2,8 +2,10 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
+import { KubeConfig } from '@kubernetes/client-node';
 import { startControlPlane } from '../../src/dev/control-plane.js';
 import { buildRollguard } from './rollguard-process.js';
+import { holdStatefulSetParams } from './statefulset-params.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -21,7 +23,13 @@ const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..
  * docs/development.md), more than a hook's or a test's timeout, so it happens here, where there
  * is none, and `npm test` needs no build run before it.
  */
-const TOOL_SCRIPTS: [string, ...string[]][] = [['test/env/build-tools.sh', 'helm'], ['test/env/build-tools.sh', 'promtool'], ['src/dev/build-kuttl.sh']];
+const TOOL_SCRIPTS: [string, ...string[]][] = [
+  ['test/env/build-tools.sh', 'helm'],
+  ['test/env/build-tools.sh', 'promtool'],
+  ['src/dev/build-kuttl.sh'],
+  // Argo Rollouts' Rollout CRD (a module download, no build) for the Rollout tests
+  ['test/env/build-tools.sh', 'argo-rollouts-crd'],
+];
 
 function buildTools(): void {
   for (const [script, ...args] of TOOL_SCRIPTS) {
@@ -38,6 +46,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // builds etcd and Kubernetes first when they are not cached
   const cp = await startControlPlane();
   console.log(`[control-plane] ready at ${cp.server} in ${Date.now() - started} ms (logs in ${cp.dir})`);
+  // before any test file installs a fence, and removes it
+  const kc = new KubeConfig();
+  kc.loadFromFile(cp.kubeconfigPath);
+  await holdStatefulSetParams(kc).catch(async (err: unknown) => {
+    await cp.stop();
+    throw err;
+  });
   project.provide('kubeconfigPath', cp.kubeconfigPath);
   project.provide('apiServer', cp.server);
   project.provide('controlPlaneDir', cp.dir);

@@ -34,6 +34,10 @@ export interface RollguardFixtureOptions {
    * Omitted: it shares the test's credentials.
    */
   identity?: 'service-account';
+  /** The kubeconfig rollguard runs with, made from the one it would get (e.g. through a fault proxy). */
+  kubeconfig?: (kubeconfigPath: string) => string;
+  /** rollguard's webhook also for Argo Rollouts' Rollouts (pass --argo-rollouts in args; the CRD is the test's to install) */
+  argoRollouts?: boolean;
 }
 
 /**
@@ -59,12 +63,13 @@ export async function startRollguardFixture(opts: RollguardFixtureOptions): Prom
   try {
     if (opts.webhook === 'unreachable') {
       // nothing listens on this port: every call fails before TLS, and failurePolicy Ignore lets it through
-      webhook = await registerWebhook(kc, { name: ns, port: await freePort(), namespace: ns, failurePolicy: 'Ignore', timeoutSeconds: 2 });
+      webhook = await registerWebhook(kc, { name: ns, port: await freePort(), namespace: ns, failurePolicy: 'Ignore', timeoutSeconds: 2, argoRollouts: opts.argoRollouts });
     }
     if (opts.identity === 'service-account') account = await serviceAccountCredentials(kc, own, 'rollguard');
+    const runsWith = opts.kubeconfig ? opts.kubeconfig(account?.kubeconfigPath ?? kubeconfigPath) : (account?.kubeconfigPath ?? kubeconfigPath);
     rollguard = await startRollguardProcess({
       name: opts.name,
-      kubeconfigPath: account?.kubeconfigPath ?? kubeconfigPath,
+      kubeconfigPath: runsWith,
       args: [
         `--namespace=${own}`,
         `--watch-namespaces=${ns}`,
@@ -73,9 +78,9 @@ export async function startRollguardFixture(opts: RollguardFixtureOptions): Prom
         ...(opts.args ?? []),
       ],
     });
-    if (opts.webhook === 'registered') webhook = await registerWebhook(kc, { name: ns, port: rollguard.webhookPort, namespace: ns, compat: opts.compat });
+    if (opts.webhook === 'registered') webhook = await registerWebhook(kc, { name: ns, port: rollguard.webhookPort, namespace: ns, compat: opts.compat, argoRollouts: opts.argoRollouts });
     await rollguard.waitReady();
-    return { ns, own, kubeconfigPath: account?.kubeconfigPath ?? kubeconfigPath, rollguard, kubelet, teardown };
+    return { ns, own, kubeconfigPath: runsWith, rollguard, kubelet, teardown };
   } catch (err) {
     await teardown();
     throw err;

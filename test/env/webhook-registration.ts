@@ -3,10 +3,10 @@ import { registerWebhook as registerDevWebhook, type WebhookRegistration } from 
 
 export type { WebhookRegistration };
 
-/** rollguard's webhook by URL on loopback for the labelled workloads (StatefulSets, Deployments, DaemonSets) of one namespace. */
+/** rollguard's webhook by URL on loopback for the labelled workloads (StatefulSets, Deployments, DaemonSets; Rollouts with argoRollouts) of one namespace. */
 export function registerWebhook(
   kc: KubeConfig,
-  opts: { name: string; port: number; namespace: string; failurePolicy?: 'Ignore' | 'Fail'; timeoutSeconds?: number; compat?: 'stackable'; evictionGuard?: boolean },
+  opts: { name: string; port: number; namespace: string; failurePolicy?: 'Ignore' | 'Fail'; timeoutSeconds?: number; compat?: 'stackable'; evictionGuard?: boolean; argoRollouts?: boolean },
 ): Promise<WebhookRegistration> {
   const { namespace, ...rest } = opts;
   return registerDevWebhook(kc, { ...rest, namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': namespace } } });

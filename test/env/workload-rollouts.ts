@@ -1,5 +1,5 @@
 import type { AppsV1Api, V1DaemonSet, V1Deployment, V1StatefulSet } from '@kubernetes/client-node';
-import type { WorkloadKind } from '../../src/kube/workloads.js';
+import type { AppsWorkloadKind as WorkloadKind } from '../../src/kube/workloads.js';
 import { waitFor } from './wait.js';
 
 export type AnyWorkload = V1StatefulSet | V1Deployment | V1DaemonSet;

@@ -5,7 +5,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { AppsV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { statusCode } from '../../src/kube/api-status.js';
 import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
@@ -45,8 +45,9 @@ describe('rollguard dev', () => {
       const held = await holdPort(port);
       if (held) holders.push(held);
     }
-    // --compat stackable: the kuttl suite has Stackable cases too (rollguard's own label is honoured as well)
-    child = spawn(process.execPath, [CLI, 'dev', `--dev-dir=${devDir}`, '--compat=stackable'], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    // --compat stackable: the kuttl suite has Stackable cases too (rollguard's own label is honoured as well);
+    // --argo-rollouts: the Rollout CRD installed and the demo Rollout applied (docs/argo-rollouts.md)
+    child = spawn(process.execPath, [CLI, 'dev', `--dev-dir=${devDir}`, '--compat=stackable', '--argo-rollouts'], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
     exited = new Promise((resolve) => child!.on('exit', (code) => resolve(code)));
@@ -113,6 +114,19 @@ describe('rollguard dev', () => {
     expect(status.ready).toBe(true);
     // the demo: the webhook annotated the set at creation, so it never rolled
     expect(output).toMatch(/StatefulSet demo\/web: 3\/3 Ready, generation: 1/);
+  });
+
+  it('with --argo-rollouts: the Rollout CRD installed, the demo Rollout stored with its template annotation at generation 1', async () => {
+    printOutputOnFailure();
+    expect(output).toContain('applied deploy/examples/argo-rollouts into namespace demo: Rollout/web-canary');
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    const cm = await core.readNamespacedConfigMap({ name: 'app-config', namespace: 'demo' });
+    const rollout = (await custom.getNamespacedCustomObject({ group: 'argoproj.io', version: 'v1alpha1', namespace: 'demo', plural: 'rollouts', name: 'web-canary' })) as {
+      metadata?: { generation?: number };
+      spec?: { template?: { metadata?: { annotations?: Record<string, string> } } };
+    };
+    expect(rollout.metadata?.generation).toBe(1);
+    expect(rollout.spec?.template?.metadata?.annotations?.['configmap.rollguard.io/app-config']).toBe(`${cm.metadata!.uid}/${cm.metadata!.resourceVersion}`);
   });
 
   it("the why command it prints tells, after a change of the demo's ConfigMap, what changed and when each pod of web was replaced", async () => {

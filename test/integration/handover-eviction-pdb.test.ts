@@ -152,7 +152,7 @@ describe('eviction guard and a PodDisruptionBudget together (rollguard as a proc
     const guard = `admission webhook "evictions.rollguard.io" denied the request: ${guardMessage(`${SET}-0`)}`;
     expect(answers[0]).toEqual({ code: 429, message: guard });
     const denied = answers.slice(0, -1);
-    expect(denied.every((a) => a.code === 429 && (a.message === guard || a.message.startsWith(PDB_MESSAGE)))).toBe(true);
+    expect(denied.every((a) => a.code === 429 && (a.message === guard || a.message.startsWith(PDB_MESSAGE))), JSON.stringify(denied)).toBe(true);
     // never the guard's again once the PDB has answered: the role had moved
     const firstPdb = denied.findIndex((a) => a.message.startsWith(PDB_MESSAGE));
     if (firstPdb >= 0) expect(denied.slice(firstPdb).every((a) => a.message.startsWith(PDB_MESSAGE))).toBe(true);

@@ -105,3 +105,42 @@ describe('rollguard.io/reload: files — a change the running pods read from mou
     expect(await events(ns, name, 'UpdatedInPlace')).toEqual([]);
   });
 });
+
+describe('rollguard.io/reload: files — a change in the first seconds of a new set, inside the debounce window', () => {
+  const DEBOUNCE_MS = 20_000;
+  let fixture: RollguardFixture;
+
+  beforeAll(async () => {
+    fixture = await startRollguardFixture({ name: 'inplace-new', webhook: 'registered', args: [`--debounce=${DEBOUNCE_MS}ms`, '--min-restart-interval=0s'] });
+  });
+  afterAll(async () => {
+    await fixture?.teardown();
+  });
+  beforeEach(() => {
+    printControlPlaneLogsOnFailure();
+    printProcessLogsOnFailure([fixture.rollguard]);
+  });
+
+  // The new set's baseline (the digests of what its pods read) is taken when it is created, not
+  // when its debounce window ends: without it a change made meanwhile cannot be told apart and
+  // rolls. The e2e files check on the real node failed so: ConfigChanged, its pod replaced.
+  it('the baseline is recorded well inside the window, and the change is then served in place', async () => {
+    const { ns } = fixture;
+    const name = 'fresh';
+    const created = await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name }, data: { value: 'one' } } });
+    const set = statefulSet(name, { replicas: 0, labels: { [ENABLED_LABEL]: 'true' } });
+    set.metadata!.annotations = { [RELOAD_ANNOTATION]: 'files' };
+    set.spec!.template.spec!.volumes = [{ name: 'cfg', configMap: { name } }];
+    set.spec!.template.spec!.containers[0]!.volumeMounts = [{ name: 'cfg', mountPath: '/etc/app', readOnly: true }];
+    await apps.createNamespacedStatefulSet({ namespace: ns, body: set });
+    const key = annotationKey('ConfigMap', name);
+    await waitFor('the first record, in the first half of the debounce window', async () => (record(await read(ns, name), key)?.v.endsWith(`/${created.metadata!.resourceVersion}`) ? true : undefined), {
+      timeoutMs: DEBOUNCE_MS / 2,
+    });
+    await core.patchNamespacedConfigMap({ name, namespace: ns, body: [{ op: 'replace', path: '/data/value', value: 'two' }] });
+    const told = await waitFor('UpdatedInPlace', async () => (await events(ns, name, 'UpdatedInPlace'))[0], { timeoutMs: DEBOUNCE_MS + 30_000 });
+    expect(told.message).toContain(`ConfigMap ${name} changed key value`);
+    expect((await read(ns, name)).metadata?.generation, 'no rollout').toBe(1);
+    expect(await events(ns, name, 'ConfigChanged')).toEqual([]);
+  }, 120_000);
+});

@@ -92,14 +92,17 @@ const RENDERINGS: Rendering[] = [
   { name: 'kustomize cert-manager', render: kustomize('overlays/cert-manager') },
   { name: 'kustomize one-namespace', render: kustomize('overlays/one-namespace') },
   { name: 'kustomize stackable', render: kustomize('overlays/stackable') },
+  { name: 'kustomize argo-rollouts', render: kustomize('overlays/argo-rollouts') },
   { name: 'helm defaults', render: helmTemplate('rollguard', [], OWN_NAMESPACE) },
   { name: 'helm compat=stackable', render: helmTemplate('rollguard', ['compat=stackable'], OWN_NAMESPACE) },
+  { name: 'helm argoRollouts.enabled=true', render: helmTemplate('rollguard', ['argoRollouts.enabled=true'], OWN_NAMESPACE) },
   { name: 'helm webhook.enabled=false', render: helmTemplate('rollguard', ['webhook.enabled=false'], OWN_NAMESPACE) },
   { name: 'helm tls.certManager.enabled=true', render: helmTemplate('rollguard', ['tls.certManager.enabled=true'], OWN_NAMESPACE) },
   {
     name: 'helm rbac.scope=namespaces',
     render: (ctx) => helmTemplate('rollguard', ['rbac.scope=namespaces', `rbac.namespaces={${ctx.namespace},${ONE_NAMESPACE}}`], OWN_NAMESPACE)(ctx),
   },
+  { name: 'helm serviceAccountToken.expirationSeconds=600', render: helmTemplate('rollguard', ['serviceAccountToken.expirationSeconds=600'], OWN_NAMESPACE) },
   { name: 'helm values/openshift.yaml', render: helmTemplate('rollguard', [], OWN_NAMESPACE, ['openshift.yaml']) },
   { name: 'helm values/platform.yaml', render: helmTemplate('rollguard', [], OWN_NAMESPACE, ['platform.yaml']) },
   {
@@ -291,6 +294,8 @@ describe('deploy manifests', () => {
     for (const scope of namespaced ? config.watchNamespaces : ['cluster']) {
       const rules = scope === 'cluster' ? clusterRules : rulesFor(objects, deploy, scope);
       expect(allows(rules, '', 'pods/eviction', 'create'), `create pods/eviction in ${scope}`).toBe(config.compat === 'stackable');
+      // Argo Rollouts' Rollouts, only with --argo-rollouts
+      for (const verb of ['list', 'watch', 'patch']) expect(allows(rules, 'argoproj.io', 'rollouts', verb), `${verb} argoproj.io/rollouts in ${scope}`).toBe(config.argoRollouts);
     }
 
     for (const [resource, injected] of [
@@ -405,6 +410,27 @@ describe('deploy manifests', () => {
     const policy = (n: string): string => JSON.stringify(objects.find((o) => o.kind === 'ValidatingAdmissionPolicy' && o.metadata?.name === n));
     expect(policy('rollguard-fence-statefulsets')).toContain("'configmap.restarter.stackable.tech/', 'secret.restarter.stackable.tech/'");
     expect(policy('rollguard-fence-writes')).toContain("'/pods/eviction': ['CREATE']");
+  });
+
+  it.each(RENDERINGS.map((r) => r.name))('%s: rollouts in the webhook, RBAC and fence only with --argo-rollouts', (name) => {
+    const objects = objectsOf(name);
+    const config = rollguardConfig(only<V1Deployment>(objects, 'Deployment'));
+    const argo = name.includes('argo');
+    expect(config.argoRollouts).toBe(argo);
+    const hooks = objects.filter((o) => o.kind === 'MutatingWebhookConfiguration').flatMap((o) => (o as V1MutatingWebhookConfiguration).webhooks ?? []);
+    for (const hook of hooks) {
+      const namesRollouts = (hook.rules ?? []).some((r) => r.apiGroups?.includes('argoproj.io') && r.resources?.includes('rollouts'));
+      expect(namesRollouts, `${hook.name} names rollouts`).toBe(argo && hook.name === 'statefulsets.rollguard.io');
+    }
+    const policies = objects.filter((o) => o.kind === 'ValidatingAdmissionPolicy' || o.kind === 'ValidatingAdmissionPolicyBinding').map((o) => `${o.kind} ${o.metadata?.name}`);
+    const fenced = policies.length > 0;
+    expect(policies.filter((p) => p.endsWith('-fence-rollouts'))).toEqual(argo && fenced ? ['ValidatingAdmissionPolicy rollguard-fence-rollouts', 'ValidatingAdmissionPolicyBinding rollguard-fence-rollouts'] : []);
+    if (argo && fenced) {
+      const writes = objects.find((o) => o.kind === 'ValidatingAdmissionPolicy' && o.metadata?.name === 'rollguard-fence-writes') as { spec?: { matchConstraints?: { excludeResourceRules?: unknown[] } } };
+      expect(writes.spec?.matchConstraints?.excludeResourceRules, 'fence-writes leaves rollouts to fence-rollouts').toEqual([
+        { apiGroups: ['argoproj.io'], apiVersions: ['*'], operations: ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'], resources: ['rollouts', 'rollouts/*'] },
+      ]);
+    }
   });
 
   it.each(['kustomize no-webhook', 'helm webhook.enabled=false'])('%s: no webhook configuration and nothing to inject', (name) => {
@@ -606,6 +632,26 @@ describe('deploy manifests', () => {
       expect(rulesFor(objects, deploy, deploy.metadata!.namespace!).some((r) => r.resources?.includes('events') && r.verbs.includes('create'))).toBe(true);
     },
   );
+
+  it('helm serviceAccountToken.expirationSeconds: a projected token of that lifetime where the automount put it, and nothing below 600', async () => {
+    const spec = only<V1Deployment>(objectsOf('helm serviceAccountToken.expirationSeconds=600'), 'Deployment').spec!.template.spec!;
+    expect(spec.automountServiceAccountToken).toBe(false);
+    const mount = spec.containers[0]!.volumeMounts?.find((m) => m.mountPath === '/var/run/secrets/kubernetes.io/serviceaccount');
+    expect(mount?.readOnly).toBe(true);
+    const sources = spec.volumes?.find((v) => v.name === mount?.name)?.projected?.sources ?? [];
+    // the three files client-node reads in a pod: token, ca.crt, namespace
+    expect(sources.find((s) => s.serviceAccountToken)?.serviceAccountToken).toEqual({ path: 'token', expirationSeconds: 600 });
+    expect(sources.find((s) => s.configMap)?.configMap).toEqual({ name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] });
+    expect(sources.find((s) => s.downwardAPI)?.downwardAPI?.items).toEqual([{ path: 'namespace', fieldRef: { fieldPath: 'metadata.namespace' } }]);
+    // the default keeps the kubelet's automount
+    const defaults = only<V1Deployment>(objectsOf('helm defaults'), 'Deployment').spec!.template.spec!;
+    expect([defaults.automountServiceAccountToken, defaults.volumes]).toEqual([undefined, undefined]);
+    const failure = await helmTemplate('rollguard', ['serviceAccountToken.expirationSeconds=300'], OWN_NAMESPACE)(ctx).then(
+      () => 'rendered',
+      (err: unknown) => String(err),
+    );
+    expect(failure).toContain('serviceAccountToken.expirationSeconds must be 0 or at least 600');
+  });
 
   it('the Helm chart refuses rbac.scope=namespaces without namespaces, and an unknown scope', async () => {
     for (const [values, message] of [

@@ -6,6 +6,7 @@ import {
   AdmissionregistrationV1Api,
   AppsV1Api,
   CoreV1Api,
+  CustomObjectsApi,
   KubeConfig,
   KubernetesObjectApi,
   loadAllYaml,
@@ -13,6 +14,7 @@ import {
   type V1PolicyRule,
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { installArgoRolloutsCrd } from '../../src/dev/argo-rollouts.js';
 import { controlPlaneBinaries, kubeconfig } from '../../src/dev/control-plane.js';
 import { createNamespace, daemonSet, deployment, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
 import { FakeKubelet } from '../../src/dev/fake-kubelet.js';
@@ -39,7 +41,11 @@ interface Mode {
   render(workloads: string): string;
   /** --compat of the rendering: rollguard runs with it, and the scenario walks its paths too */
   compat?: 'stackable';
+  /** --argo-rollouts (Helm argoRollouts.enabled): rollguard runs with it, and the scenario rolls a Rollout too */
+  argoRollouts?: boolean;
 }
+
+const ROLLOUTS = { group: 'argoproj.io', version: 'v1alpha1', plural: 'rollouts' } as const;
 
 const kubectlKustomize = (dir: string): string =>
   execFileSync(path.join(controlPlaneBinaries(), 'kubectl'), ['kustomize', path.resolve(dir)], { encoding: 'utf8' });
@@ -67,6 +73,18 @@ const MODES: Mode[] = [
     render: () => {
       const tools = execFileSync('bash', [path.resolve('test/env/build-tools.sh')], { encoding: 'utf8' }).trim().split('\n').pop() ?? '';
       return execFileSync(path.join(tools, 'helm'), ['template', 'rgstk', path.resolve('deploy/helm/rollguard'), '--namespace', ROLLGUARD_NAMESPACE, '--set', 'compat=stackable'], {
+        encoding: 'utf8',
+      });
+    },
+  },
+  {
+    // argoRollouts.enabled widens RBAC (rollouts list, watch, patch), the webhook and the fence (fence-rollouts)
+    name: 'cluster-wide, --argo-rollouts (Helm argoRollouts.enabled)',
+    account: 'rgargo-rollguard',
+    argoRollouts: true,
+    render: () => {
+      const tools = execFileSync('bash', [path.resolve('test/env/build-tools.sh')], { encoding: 'utf8' }).trim().split('\n').pop() ?? '';
+      return execFileSync(path.join(tools, 'helm'), ['template', 'rgargo', path.resolve('deploy/helm/rollguard'), '--namespace', ROLLGUARD_NAMESPACE, '--set', 'argoRollouts.enabled=true'], {
         encoding: 'utf8',
       });
     },
@@ -99,8 +117,9 @@ function grantsOf(rules: V1PolicyRule[]): Set<Grant> {
 // nothing granted may go unused. Then, as that account, every write its contract does not
 // name is tried and must be denied by a policy of the fence (RBAC alone would allow each).
 // The fence binds its service account everywhere: every mode's is removed once the file is done.
-// Not sooner: the API server (1.36) was seen to stop finding the params of a policy created
-// right after another policy of the same paramKind was deleted.
+// Removing it is safe for the files that follow only because the shared control plane keeps
+// the StatefulSet paramKind bound all along (test/env/statefulset-params.ts): kube-apiserver 1.36
+// stops the params informer for good once none is bound (docs/security.md).
 const fences: KubernetesObject[] = [];
 afterAll(async () => {
   const client = KubernetesObjectApi.makeApiClient(testCluster().kc);
@@ -112,7 +131,8 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
   const SERVICE_ACCOUNT = `system:serviceaccount:${ROLLGUARD_NAMESPACE}:${mode.account}`;
   const fencePolicy = (part: string): string => `${mode.account}-fence-${part}`;
   const webhookConfiguration = mode.account;
-  let sa: { core: CoreV1Api; apps: AppsV1Api; admission: AdmissionregistrationV1Api };
+  let sa: { core: CoreV1Api; apps: AppsV1Api; admission: AdmissionregistrationV1Api; custom: CustomObjectsApi };
+  const custom = kc.makeApiClient(CustomObjectsApi);
   const fence: KubernetesObject[] = [];
   /** objects of a mode of its own, removed afterwards (deploy/base's may be another test file's too) */
   const created: KubernetesObject[] = [];
@@ -123,6 +143,8 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
   const auditLog = path.join(inject('controlPlaneDir'), 'audit.log');
 
   beforeAll(async () => {
+    // cluster-wide and shared: installed if absent, never deleted
+    if (mode.argoRollouts) await installArgoRolloutsCrd(kc);
     workloads = await createNamespace(core, 'rbac');
     kubelet = new FakeKubelet(kc, workloads).start();
     // the chart renders no Namespace (helm install --create-namespace makes it)
@@ -167,6 +189,7 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
       core: saConfig.makeApiClient(CoreV1Api),
       apps: saConfig.makeApiClient(AppsV1Api),
       admission: saConfig.makeApiClient(AdmissionregistrationV1Api),
+      custom: saConfig.makeApiClient(CustomObjectsApi),
     };
     // policies take effect once the API server has loaded them: wait for one to deny
     await waitUntil('the fence to deny rollguard a Secret of another name', async () => {
@@ -190,6 +213,7 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
         '--rollout-min-step-interval=0s',
         '--rollout-min-ready=0s',
         ...(mode.compat ? [`--compat=${mode.compat}`] : []),
+        ...(mode.argoRollouts ? ['--argo-rollouts'] : []),
       ],
     });
     const admission = kc.makeApiClient(AdmissionregistrationV1Api);
@@ -199,7 +223,10 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
         webhooks: enabledLabels(mode.compat ?? '').map((label) => ({
           name: webhookEntryName(label),
           clientConfig: { url: `https://127.0.0.1:${rollguard!.webhookPort}/mutate` },
-          rules: [{ operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: label === ENABLED_LABEL ? ['statefulsets', 'deployments', 'daemonsets'] : ['statefulsets'] }],
+          rules: [
+            { operations: ['CREATE', 'UPDATE'], apiGroups: ['apps'], apiVersions: ['v1'], resources: label === ENABLED_LABEL ? ['statefulsets', 'deployments', 'daemonsets'] : ['statefulsets'] },
+            ...(mode.argoRollouts && label === ENABLED_LABEL ? [{ operations: ['CREATE', 'UPDATE'], apiGroups: [ROLLOUTS.group], apiVersions: [ROLLOUTS.version], resources: [ROLLOUTS.plural] }] : []),
+          ],
           objectSelector: { matchLabels: { [label]: 'true' } },
           namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': workloads } },
           failurePolicy: 'Ignore',
@@ -244,6 +271,12 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
     const agent = daemonSet('agent', { labels: { [ENABLED_LABEL]: 'true' } });
     agent.spec!.template.spec!.containers[0]!.envFrom = [{ configMapRef: { name: 'cfg' } }];
     await apps.createNamespacedDaemonSet({ namespace: workloads, body: agent });
+    // --argo-rollouts: list, watch and patch of Rollouts (the CRD only; no Argo controller runs)
+    if (mode.argoRollouts) {
+      const rollout = deployment('web', { replicas: 1, labels: { [ENABLED_LABEL]: 'true' } });
+      rollout.spec!.template.spec!.containers[0]!.envFrom = [{ configMapRef: { name: 'cfg' } }];
+      await custom.createNamespacedCustomObject({ ...ROLLOUTS, namespace: workloads, body: { ...rollout, apiVersion: `${ROLLOUTS.group}/${ROLLOUTS.version}`, kind: 'Rollout' } });
+    }
     // the reconcile path: a change, a patch and an Event
     await core.patchNamespacedConfigMap({ name: 'cfg', namespace: workloads, body: [{ op: 'replace', path: '/data/a', value: '2' }] });
     await waitFor('the ConfigMap change to roll web, its Deployment and the DaemonSet', async () => {
@@ -251,6 +284,9 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
         (await apps.readNamespacedStatefulSet({ name: 'web', namespace: workloads })).metadata?.generation ?? 0,
         (await apps.readNamespacedDeployment({ name: 'web', namespace: workloads })).metadata?.generation ?? 0,
         (await apps.readNamespacedDaemonSet({ name: 'agent', namespace: workloads })).metadata?.generation ?? 0,
+        ...(mode.argoRollouts
+          ? [((await custom.getNamespacedCustomObject({ ...ROLLOUTS, name: 'web', namespace: workloads })) as { metadata?: { generation?: number } }).metadata?.generation ?? 0]
+          : []),
       ];
       return generations.every((g) => g >= 2) ? true : undefined;
     });
@@ -402,6 +438,7 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
     const patchSet = (ops: object[]) => () => sa.apps.patchNamespacedStatefulSet({ ...set, body: ops });
     const patchDeployment = (ops: object[]) => () => sa.apps.patchNamespacedDeployment({ ...set, body: ops });
     const patchDaemonSet = (ops: object[]) => () => sa.apps.patchNamespacedDaemonSet({ name: 'agent', namespace: workloads, body: ops });
+    const patchRollout = (ops: object[]) => () => sa.custom.patchNamespacedCustomObject({ ...ROLLOUTS, ...set, body: ops });
     await apps.createNamespacedStatefulSet({ namespace: workloads, body: statefulSet('plain', { replicas: 1 }) });
     await core.createNamespacedPod({
       namespace: workloads,
@@ -460,6 +497,15 @@ describe.each(MODES)('RBAC and fence, $name', (mode) => {
           body: [{ op: 'replace', path: '/webhooks/0/failurePolicy', value: 'Fail' }],
         })],
     ];
+    if (mode.argoRollouts) {
+      attempts.push(
+        ['patch the image of a Rollout', fencePolicy('rollouts'), 'this write changes spec.template.spec', patchRollout([{ op: 'replace', path: '/spec/template/spec/containers/0/image', value: 'evil.example/x:1' }])],
+        ['scale a Rollout', fencePolicy('rollouts'), 'this write changes spec.replicas', patchRollout([{ op: 'replace', path: '/spec/replicas', value: 5 }])],
+        ["restart a Rollout with Argo's own spec.restartAt", fencePolicy('rollouts'), 'this write changes spec.restartAt', patchRollout([{ op: 'add', path: '/spec/restartAt', value: '2026-12-01T00:00:00Z' }])],
+        ['write a partition-step annotation on a Rollout', fencePolicy('rollouts'), 'this write changes rollguard.io/last-step-at', patchRollout([{ op: 'add', path: '/metadata/annotations/rollguard.io~1last-step-at', value: '2026-12-01T00:00:00Z' }])],
+        ['add a foreign template annotation to a Rollout', fencePolicy('rollouts'), 'this write changes example.com/x', patchRollout([{ op: 'add', path: '/spec/template/metadata/annotations/example.com~1x', value: '1' }])],
+      );
+    }
     const outcomes: Record<string, string> = {};
     for (const [what, policy, says, write] of attempts) {
       // the pod-deletes policy reads its StatefulSets from an informer of the API server: it may need a moment

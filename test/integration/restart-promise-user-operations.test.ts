@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { CoreV1Event, V1StatefulSet } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { controlPlaneBinaries } from '../../src/dev/control-plane.js';
-import type { WorkloadKind } from '../../src/kube/workloads.js';
+import type { AppsWorkloadKind as WorkloadKind } from '../../src/kube/workloads.js';
 import { ENABLED_LABEL, LAST_RESTART_ANNOTATION, annotationKey } from '../../src/restarter/annotations.js';
 import { DIGESTS_ANNOTATION } from '../../src/restarter/digests.js';
 import { TIMING_ANNOTATION } from '../../src/restarter/timing.js';
@@ -281,6 +281,147 @@ describe('kubectl rollout undo', () => {
       expect(settledAfter.spec?.template.metadata?.annotations?.[key]).toBe(undone.spec?.template.metadata?.annotations?.[key]);
       expect(await rolloutsOf(apps, kind, ns, uid)).toBe(rolloutsBefore);
       expect(count(await eventsOf(ns, name, 'ConfigChanged'))).toBe(eventsBefore);
+    },
+  );
+});
+
+describe('kubectl apply --server-side by two field managers', () => {
+  let fixture: RollguardFixture;
+  const USER = 'user-gitops';
+  const TOOL = 'second-tool';
+
+  beforeAll(async () => {
+    fixture = await startRollguardFixture({ name: 'server-side-apply', webhook: 'registered', identity: 'service-account', args: ['--debounce=0s'] });
+  });
+  afterAll(async () => fixture?.teardown());
+  beforeEach(() => {
+    printControlPlaneLogsOnFailure();
+    printProcessLogsOnFailure([fixture.rollguard]);
+  });
+
+  /** `kubectl apply --server-side` as `manager`; what kubectl printed, or the error it failed with (a conflict among them). */
+  function apply(ns: string, manager: string, file: string, ...flags: string[]): { ok: true; out: string } | { ok: false; err: string } {
+    try {
+      return { ok: true, out: kubectl(ns, 'apply', '--server-side', `--field-manager=${manager}`, ...flags, '-f', file) };
+    } catch (err) {
+      return { ok: false, err: String((err as { stderr?: unknown }).stderr ?? err) };
+    }
+  }
+  const applied = (ns: string, manager: string, file: string, ...flags: string[]): string => {
+    const result = apply(ns, manager, file, ...flags);
+    if (!result.ok) throw new Error(`kubectl apply --server-side --field-manager=${manager} failed: ${result.err}`);
+    return result.out;
+  };
+  const rollguardValues = (w: AnyWorkload): Record<string, string> =>
+    Object.fromEntries(Object.entries(w.spec?.template.metadata?.annotations ?? {}).filter(([k]) => k.includes('.rollguard.io/')));
+  /** The fields each field manager owns, as paths (`spec.template.metadata.annotations.<key>`), from managedFields. */
+  const owned = (w: AnyWorkload): Map<string, string[]> => {
+    const out = new Map<string, string[]>();
+    const walk = (node: unknown, at: string[], into: string[]): void => {
+      const entries = Object.entries((node ?? {}) as Record<string, unknown>).filter(([k]) => k.startsWith('f:'));
+      if (entries.length === 0 && at.length > 0) into.push(at.join('.'));
+      for (const [k, v] of entries) walk(v, [...at, k.slice(2)], into);
+    };
+    for (const m of w.metadata?.managedFields ?? []) {
+      const paths = out.get(m.manager ?? '') ?? [];
+      walk(m.fieldsV1, [], paths);
+      out.set(m.manager ?? '', paths);
+    }
+    return out;
+  };
+  const records = (w: AnyWorkload): Record<string, string | undefined> =>
+    Object.fromEntries([LAST_RESTART_ANNOTATION, TIMING_ANNOTATION, DIGESTS_ANNOTATION].map((k) => [k, w.metadata?.annotations?.[k]]));
+
+  it.each(['StatefulSet', 'Deployment', 'DaemonSet'] as const)(
+    "%s: unchanged applies roll nothing, an apply that drops or names an old copy of rollguard's annotation neither rolls nor fights, and rollguard's writes leave the managers' next applies without conflicts",
+    async (kind) => {
+      const ns = fixture.ns;
+      const name = `applied-${kind.toLowerCase()}`;
+      const cm = `ssa-${kind.toLowerCase()}`;
+      const key = annotationKey('ConfigMap', cm);
+      const api = workloadApi(apps, kind);
+      await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: cm }, data: { v: '0' } } });
+      // the user's manifest as kept in git; the second tool manages an annotation of the set and one of the template
+      const userManifest = manifest(kind, name, cm);
+      const userFile = manifestFile(userManifest);
+      const toolPart = { apiVersion: 'apps/v1', kind, metadata: { name, annotations: { 'example.com/owner': 'team-a' } }, spec: { template: { metadata: { annotations: { 'example.com/scrape': 'true' } } } } };
+      const toolFile = path.join(dir, `${kind}-${name}-tool.json`);
+      fs.writeFileSync(toolFile, JSON.stringify(toolPart));
+      applied(ns, USER, userFile);
+      applied(ns, TOOL, toolFile);
+      const before = await settled(fixture, kind, name);
+      const uid = before.metadata!.uid!;
+      const rolloutsBefore = await rolloutsOf(apps, kind, ns, uid);
+      expect(rollguardValues(before)[key]).toBeDefined();
+
+      // 1. each manager applies its unchanged manifest: nothing changes, nothing rolls
+      for (const [manager, file] of [[USER, userFile], [TOOL, toolFile]] as const) {
+        applied(ns, manager, file);
+        await loopCaughtUp(fixture);
+        const now = await api.read(ns, name);
+        expect(now.metadata?.generation, `${manager}'s unchanged apply`).toBe(before.metadata?.generation);
+        expect(rollguardValues(now), manager).toEqual(rollguardValues(before));
+        expect(records(now), manager).toEqual(records(before));
+      }
+      expect(await rolloutsOf(apps, kind, ns, uid)).toBe(rolloutsBefore);
+
+      // 2. a ConfigMap change: rollguard rolls once, with its Event
+      const changedTo = await changeConfigMap(ns, cm, '1');
+      const rolled = await waitFor('rollguard to roll the change', async () => {
+        const w = await api.read(ns, name);
+        return rollguardValues(w)[key]?.endsWith(`/${changedTo}`) ? w : undefined;
+      });
+      await waitUntil('its Event', async () => (await eventsOf(ns, name, 'ConfigChanged')).some((e) => endsWithVersion(e.message, changedTo)) || 'none yet');
+      await idle(fixture);
+      const rolledOnce = await api.read(ns, name);
+      expect(rolledOnce.metadata?.generation).toBe((before.metadata?.generation ?? 0) + 1);
+      // rollguard's writes are its own field manager's, and it owns only its own annotations
+      const ownership = owned(rolledOnce);
+      const rollguards = ownership.get('rollguard') ?? [];
+      expect(rollguards, JSON.stringify([...ownership])).toContain(`spec.template.metadata.annotations.${key}`);
+      expect(rollguards.filter((f) => !/^(metadata\.annotations\.rollguard\.io\/|spec\.template\.metadata\.annotations\.(configmap|secret)\.rollguard\.io\/)/.test(f))).toEqual([]);
+
+      // 3. after rollguard's write, both managers' next applies pass without a conflict and roll nothing
+      for (const [manager, file] of [[USER, userFile], [TOOL, toolFile]] as const) {
+        const result = apply(ns, manager, file);
+        expect(result.ok ? '' : result.err, `${manager}'s apply after rollguard's write`).toBe('');
+        await loopCaughtUp(fixture);
+        const now = await api.read(ns, name);
+        expect(now.metadata?.generation, manager).toBe(rolledOnce.metadata?.generation);
+        expect(rollguardValues(now), manager).toEqual(rollguardValues(rolledOnce));
+      }
+
+      // 4. the user's manifest once names rollguard's annotation (copied from the cluster), then drops it again:
+      //    neither apply changes the template, rolls, or makes rollguard write
+      const copied = structuredClone(userManifest);
+      copied.spec!.template.metadata = { ...copied.spec!.template.metadata, annotations: { [key]: rollguardValues(rolled)[key]! } };
+      const copiedFile = path.join(dir, `${kind}-${name}-copied.json`);
+      fs.writeFileSync(copiedFile, JSON.stringify(copied));
+      applied(ns, USER, copiedFile);
+      applied(ns, USER, userFile);
+      await loopCaughtUp(fixture);
+      const dropped = await api.read(ns, name);
+      expect(dropped.metadata?.generation).toBe(rolledOnce.metadata?.generation);
+      expect(rollguardValues(dropped)).toEqual(rollguardValues(rolledOnce));
+      expect(records(dropped)).toEqual(records(rolledOnce));
+
+      // 5. the second tool applies an old copy of rollguard's annotation (the version before the change), forcing
+      //    the conflict it gets: the webhook keeps today's version, nothing rolls, and rollguard does not write back
+      const stale = { ...toolPart, spec: { template: { metadata: { annotations: { ...toolPart.spec.template.metadata.annotations, [key]: rollguardValues(before)[key]! } } } } };
+      const staleFile = path.join(dir, `${kind}-${name}-tool-stale.json`);
+      fs.writeFileSync(staleFile, JSON.stringify(stale));
+      const refused = apply(ns, TOOL, staleFile);
+      // the conflict names rollguard's manager and the field: the tool's manifest names a field rollguard keeps
+      expect(refused.ok ? 'applied' : refused.err).toMatch(new RegExp(`conflict with "rollguard"[\\s\\S]*${key.replace(/[.]/g, '\\.')}`));
+      applied(ns, TOOL, staleFile, '--force-conflicts');
+      await loopCaughtUp(fixture);
+      const forced = await api.read(ns, name);
+      expect(forced.metadata?.generation).toBe(rolledOnce.metadata?.generation);
+      expect(rollguardValues(forced)).toEqual(rollguardValues(rolledOnce));
+      expect(records(forced)).toEqual(records(rolledOnce));
+
+      expect(await rolloutsOf(apps, kind, ns, uid)).toBe(rolloutsBefore + 1);
+      expect(count(await eventsOf(ns, name, 'ConfigChanged'))).toBe(1);
     },
   );
 });

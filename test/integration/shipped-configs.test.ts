@@ -8,6 +8,7 @@ import {
   AuthenticationV1Api,
   CoordinationV1Api,
   CoreV1Api,
+  CustomObjectsApi,
   KubeConfig,
   KubernetesObjectApi,
   loadAllYaml,
@@ -16,9 +17,11 @@ import {
   type V1PolicyRule,
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { installArgoRolloutsCrd } from '../../src/dev/argo-rollouts.js';
 import { controlPlaneBinaries } from '../../src/dev/control-plane.js';
 import { HANDOVER_REQUEST_ANNOTATION } from '../../src/handover/state.js';
 import { ENABLED_LABEL } from '../../src/restarter/annotations.js';
+import { EVENT_DUE_ANNOTATION } from '../../src/restarter/event-due.js';
 import { DIGEST_KEY_SECRET } from '../../src/restarter/digest-key.js';
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
 import { WANTED_REPLICAS_ANNOTATION } from '../../src/rollout/scale-down-hold.js';
@@ -41,7 +44,8 @@ const ONE_NAMESPACE = 'apps';
 const HANDOVER_REQUEST = HANDOVER_REQUEST_ANNOTATION;
 const FENCE_KINDS = ['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'];
 const APPLIED_KINDS = ['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration', ...FENCE_KINDS];
-const WORKLOAD_RESOURCES = ['configmaps', 'secrets', 'statefulsets', 'deployments', 'daemonsets', 'pods'];
+const WORKLOAD_RESOURCES = ['configmaps', 'secrets', 'statefulsets', 'deployments', 'daemonsets', 'pods', 'rollouts'];
+const ROLLOUTS = { group: 'argoproj.io', version: 'v1alpha1', plural: 'rollouts' } as const;
 
 interface Config {
   name: string;
@@ -56,6 +60,8 @@ interface Config {
   tlsSecret: boolean;
   fence: boolean;
   compat?: 'stackable';
+  /** Argo Rollouts support turned on (--argo-rollouts): Rollouts are written too */
+  argoRollouts?: boolean;
   /** the namespaces rollguard is narrowed to; undefined: cluster-wide */
   scope?: (ctx: { workloads: string }) => string[];
 }
@@ -91,6 +97,15 @@ const CONFIGS: Config[] = [
   { name: 'kustomize overlays/cert-manager', fullname: 'rollguard', render: () => kustomize('deploy/overlays/cert-manager'), ...full, caBundle: false, tlsSecret: false },
   { name: 'kustomize overlays/stackable', fullname: 'rollguard', render: () => kustomize('deploy/overlays/stackable'), ...full, compat: 'stackable' },
   { name: 'kustomize base + components/stackable-compat', fullname: 'rollguard', render: () => withComponents('deploy/components/stackable-compat'), ...full, compat: 'stackable' },
+  { name: 'kustomize overlays/argo-rollouts', fullname: 'rollguard', render: () => kustomize('deploy/overlays/argo-rollouts'), ...full, argoRollouts: true },
+  {
+    name: 'kustomize base + components/argo-rollouts + components/stackable-compat',
+    fullname: 'rollguard',
+    render: () => withComponents('deploy/components/argo-rollouts', 'deploy/components/stackable-compat'),
+    ...full,
+    argoRollouts: true,
+    compat: 'stackable',
+  },
   { name: 'kustomize base + components/no-fence', fullname: 'rollguard', render: () => withComponents('deploy/components/no-fence'), ...full, fence: false },
   { name: 'kustomize base + components/no-network-policy', fullname: 'rollguard', render: () => withComponents('deploy/components/no-network-policy'), ...full },
   { name: 'kustomize base + components/no-ca-injection', fullname: 'rollguard', render: () => withComponents('deploy/components/no-ca-injection'), ...full, caBundle: false },
@@ -99,6 +114,15 @@ const CONFIGS: Config[] = [
   { name: 'helm webhook.enabled=false', fullname: 'rollguard', render: () => helm('rollguard', set('webhook.enabled=false')), ...full, webhook: false, caBundle: false },
   { name: 'helm tls.certManager.enabled=true', fullname: 'rollguard', render: () => helm('rollguard', set('tls.certManager.enabled=true')), ...full, caBundle: false, tlsSecret: false },
   { name: 'helm compat=stackable', fullname: 'rollguard', render: () => helm('rollguard', set('compat=stackable')), ...full, compat: 'stackable' },
+  { name: 'helm argoRollouts.enabled=true', fullname: 'rollguard', render: () => helm('rollguard', set('argoRollouts.enabled=true')), ...full, argoRollouts: true },
+  {
+    name: 'helm argoRollouts.enabled=true rbac.scope=namespaces',
+    fullname: 'rollguard',
+    render: ({ workloads }) => helm('rollguard', set('argoRollouts.enabled=true', 'rbac.scope=namespaces', `rbac.namespaces={${workloads}}`)),
+    ...full,
+    argoRollouts: true,
+    scope: ({ workloads }) => [workloads],
+  },
   { name: 'helm fence.enabled=false', fullname: 'rollguard', render: () => helm('rollguard', set('fence.enabled=false')), ...full, fence: false },
   {
     name: 'helm rbac.scope=namespaces',
@@ -135,6 +159,7 @@ function narrowedTo(selector: V1LabelSelector | undefined): string[] | undefined
 describe('every shipped configuration lets rollguard do its job', () => {
   const { kc, core, apps } = testCluster();
   const admin = KubernetesObjectApi.makeApiClient(kc);
+  const custom = kc.makeApiClient(CustomObjectsApi);
   let workloads: string;
   let madeOneNamespace = false;
   /** the previous configuration's fence: removed once the next one is in place (see afterAll) */
@@ -148,12 +173,16 @@ describe('every shipped configuration lets rollguard do its job', () => {
     await apps.createNamespacedStatefulSet({ namespace, body: statefulSet('held', { replicas: 2, labels: { [ENABLED_LABEL]: 'true' }, annotations: { [WANTED_REPLICAS_ANNOTATION]: '1' } }) });
     await apps.createNamespacedDeployment({ namespace, body: deployment('web', { replicas: 1, labels: { [ENABLED_LABEL]: 'true' } }) });
     await apps.createNamespacedDaemonSet({ namespace, body: daemonSet('agent', { labels: { [ENABLED_LABEL]: 'true' } }) });
+    const rollout = deployment('web', { replicas: 1, labels: { [ENABLED_LABEL]: 'true' } });
+    await custom.createNamespacedCustomObject({ ...ROLLOUTS, namespace, body: { ...rollout, apiVersion: `${ROLLOUTS.group}/${ROLLOUTS.version}`, kind: 'Rollout' } });
     for (const pod of ['web-0', 'plain-0']) await waitFor(`pod ${namespace}/${pod}`, () => core.readNamespacedPod({ name: pod, namespace }).catch(() => undefined));
     // a handover request on a pod of an opted-in set: rollguard removes it
     await core.patchNamespacedPod({ name: 'web-0', namespace, body: [{ op: 'add', path: '/metadata/annotations', value: { [HANDOVER_REQUEST]: 'requested' } }] });
   }
 
   beforeAll(async () => {
+    // Argo Rollouts' Rollout CRD (cluster-wide, shared, never deleted): the argo configurations write a Rollout
+    await installArgoRolloutsCrd(kc);
     workloads = await createNamespace(core, 'shipped');
     await core.createNamespace({ body: { metadata: { name: ROLLGUARD_NAMESPACE } } }).catch((err: unknown) => {
       if ((err as { code?: number }).code !== 409) throw err;
@@ -168,8 +197,9 @@ describe('every shipped configuration lets rollguard do its job', () => {
   });
 
   afterAll(async () => {
-    // The fence last: the API server (1.36) was seen to stop finding the params of a policy
-    // created right after another policy of the same paramKind was deleted (docs/security.md).
+    // The fence last, as an upgrade does it: kube-apiserver 1.36 stops the informer of a paramKind
+    // for good once no policy of it is bound (docs/security.md). The shared control plane keeps
+    // the StatefulSet paramKind bound all along (test/env/statefulset-params.ts).
     for (const obj of previousFence) await admin.delete(obj).catch(() => undefined);
     await core.deleteNamespace({ name: workloads }).catch(() => undefined);
     if (madeOneNamespace) await core.deleteNamespace({ name: ONE_NAMESPACE }).catch(() => undefined);
@@ -241,6 +271,7 @@ describe('every shipped configuration lets rollguard do its job', () => {
         admission: saConfig.makeApiClient(AdmissionregistrationV1Api),
         authn: saConfig.makeApiClient(AuthenticationV1Api),
         leases: saConfig.makeApiClient(CoordinationV1Api),
+        custom: saConfig.makeApiClient(CustomObjectsApi),
       };
       const who = await sa.authn.createSelfSubjectReview({ body: {} });
       expect(who.status?.userInfo?.username).toBe(username);
@@ -270,6 +301,14 @@ describe('every shipped configuration lets rollguard do its job', () => {
           sa.apps.patchNamespacedDeployment({ name: 'web', namespace: ns, dryRun, body: await ops(body, () => apps.readNamespacedDeployment({ name: 'web', namespace: ns })) }),
         daemonSet: (body: Ops) => async () =>
           sa.apps.patchNamespacedDaemonSet({ name: 'agent', namespace: ns, dryRun, body: await ops(body, () => apps.readNamespacedDaemonSet({ name: 'agent', namespace: ns })) }),
+        rollout: (body: Ops) => async () =>
+          sa.custom.patchNamespacedCustomObject({
+            ...ROLLOUTS,
+            name: 'web',
+            namespace: ns,
+            dryRun,
+            body: await ops(body, async () => (await custom.getNamespacedCustomObject({ ...ROLLOUTS, name: 'web', namespace: ns })) as { metadata?: { annotations?: Record<string, string> } }),
+          }),
       });
       const p = patchOf(inScope);
       const caBundle = Buffer.from('-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n').toString('base64');
@@ -286,6 +325,9 @@ describe('every shipped configuration lets rollguard do its job', () => {
         ['record a restart on a Deployment', p.deployment(setAnnotation('rollguard.io/last-restart-at'))],
         ['record a restart on a DaemonSet', p.daemonSet(setAnnotation('rollguard.io/last-restart-at'))],
         ['record a handover in flight on a StatefulSet', p.statefulSet(setAnnotation('rollguard.io/handover-state'))],
+        ['record an Event due on a StatefulSet', p.statefulSet(setAnnotation(EVENT_DUE_ANNOTATION))],
+        ['record an Event due on a Deployment', p.deployment(setAnnotation(EVENT_DUE_ANNOTATION))],
+        ['record an Event due on a DaemonSet', p.daemonSet(setAnnotation(EVENT_DUE_ANNOTATION))],
         ['record the digests on a Deployment', p.deployment(setAnnotation('rollguard.io/digests'))],
         ['record the digests on a DaemonSet', p.daemonSet(setAnnotation('rollguard.io/digests'))],
         ['step the partition of a StatefulSet', p.statefulSet((annotations) => [{ op: 'add', path: '/spec/updateStrategy/rollingUpdate', value: { partition: 1 } }, { op: 'add', path: '/metadata/annotations', value: { ...annotations, [LAST_STEP_ANNOTATION]: '2026-12-02T00:00:00Z' } }])],
@@ -321,6 +363,14 @@ describe('every shipped configuration lets rollguard do its job', () => {
           allowed.push([`keep the caBundle of ${hook.kind}`, () => Promise.all([patch(), (hook.kind === 'MutatingWebhookConfiguration' ? sa.admission.listMutatingWebhookConfiguration() : sa.admission.listValidatingWebhookConfiguration())])]);
         }
       }
+      if (config.argoRollouts) {
+        allowed.push(
+          ['read the Rollouts', () => sa.custom.listNamespacedCustomObject({ ...ROLLOUTS, namespace: inScope })],
+          ['annotate the template of a Rollout', p.rollout(templateAnnotation('configmap.rollguard.io/cfg'))],
+          ['record a restart on a Rollout', p.rollout(setAnnotation('rollguard.io/last-restart-at'))],
+          ['record the digests on a Rollout', p.rollout(setAnnotation('rollguard.io/digests'))],
+        );
+      }
       if (config.compat === 'stackable') {
         allowed.push(['annotate the template of a StatefulSet with a Stackable key', p.statefulSet(templateAnnotation('configmap.restarter.stackable.tech/cfg'))]);
         allowed.push(['evict a pod at its expiry', () => sa.core.createNamespacedPodEviction({ name: 'web-0', namespace: inScope, body: { metadata: { name: 'web-0', namespace: inScope }, deleteOptions: { dryRun: ['All'] } } })]);
@@ -341,7 +391,10 @@ describe('every shipped configuration lets rollguard do its job', () => {
         ['create a ConfigMap', () => sa.core.createNamespacedConfigMap({ namespace: inScope, dryRun, body: { metadata: { name: 'x' } } })],
         ['delete a StatefulSet', () => sa.apps.deleteNamespacedStatefulSet({ name: 'web', namespace: inScope, dryRun })],
         ['create a Secret among the workloads', () => sa.core.createNamespacedSecret({ namespace: inScope, dryRun, body: { metadata: { name: 'stolen' } } })],
+        ['delete a Rollout', () => sa.custom.deleteNamespacedCustomObject({ ...ROLLOUTS, name: 'web', namespace: inScope, dryRun })],
       ];
+      // without Argo Rollouts support, no right over Rollouts at all
+      if (!config.argoRollouts) denied.push(['annotate the template of a Rollout without Argo Rollouts support', p.rollout(templateAnnotation('configmap.rollguard.io/cfg'))]);
       if (scope) {
         const outside = scope.includes(ONE_NAMESPACE) ? workloads : ONE_NAMESPACE;
         const q = patchOf(outside);
@@ -368,6 +421,14 @@ describe('every shipped configuration lets rollguard do its job', () => {
           ['write another Secret', () => sa.core.createNamespacedSecret({ namespace: ROLLGUARD_NAMESPACE, dryRun, body: { metadata: { name: 'stolen' } } })],
           ['take another Lease', () => sa.leases.createNamespacedLease({ namespace: ROLLGUARD_NAMESPACE, dryRun, body: { metadata: { name: 'stolen' }, spec: {} } })],
         );
+        if (config.argoRollouts) {
+          denied.push(
+            ["change a Rollout's image", p.rollout(image)],
+            ["restart a Rollout with Argo's spec.restartAt", p.rollout([{ op: 'add', path: '/spec/restartAt', value: '2026-12-02T00:00:00Z' }])],
+            ['scale a Rollout', p.rollout([{ op: 'replace', path: '/spec/replicas', value: 5 }])],
+            ['write a partition-step annotation on a Rollout', p.rollout(setAnnotation(LAST_STEP_ANNOTATION))],
+          );
+        }
         if (config.caBundle) {
           denied.push(["widen its webhook's rules", () =>
             sa.admission.patchMutatingWebhookConfiguration({ name: fullname, dryRun, body: [{ op: 'replace', path: '/webhooks/0/rules/0/resources', value: ['*'] }] })]);
@@ -383,7 +444,7 @@ describe('every shipped configuration lets rollguard do its job', () => {
       }
       expect(Object.entries(refusals).filter(([, r]) => !r.startsWith('403 ')), 'every write outside the contract is denied').toEqual([]);
       if (config.fence) {
-        for (const what of ["change a StatefulSet's image", "change a Deployment's image", 'delete a pod of a set that did not opt in', 'write another Secret']) {
+        for (const what of ["change a StatefulSet's image", "change a Deployment's image", 'delete a pod of a set that did not opt in', 'write another Secret', ...(config.argoRollouts ? ["change a Rollout's image"] : [])]) {
           expect(refusals[what], `${what}: by the fence`).toContain(`ValidatingAdmissionPolicy '${fullname}-fence-`);
         }
       }

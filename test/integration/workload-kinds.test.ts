@@ -1,6 +1,6 @@
 import type { CoreV1Event } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { WorkloadKind } from '../../src/kube/workloads.js';
+import type { AppsWorkloadKind as WorkloadKind } from '../../src/kube/workloads.js';
 import { ENABLED_LABEL, LAST_RESTART_ANNOTATION, annotationKey } from '../../src/restarter/annotations.js';
 import { daemonSet, deployment, printControlPlaneLogsOnFailure, statefulSet, testCluster } from '../env/cluster.js';
 import { endsWithVersion } from '../env/event-text.js';

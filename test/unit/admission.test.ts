@@ -308,6 +308,54 @@ describe('admit: Deployments and DaemonSets get the same annotations', () => {
   });
 });
 
+describe('admit: Argo Rollouts, only with --argo-rollouts', () => {
+  const ARGO = { group: 'argoproj.io', version: 'v1alpha1' };
+  function rollout(template: Record<string, unknown> | undefined, metadata: Record<string, unknown> = {}): Record<string, unknown> {
+    const { serviceName: _serviceName, ...spec } = statefulSet(template ?? {}, metadata).spec as Record<string, unknown>;
+    const base = { ...statefulSet({}, metadata), apiVersion: 'argoproj.io/v1alpha1', kind: 'Rollout' };
+    if (template === undefined) {
+      const { template: _template, ...rest } = spec;
+      return { ...base, spec: { ...rest, workloadRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'db-base' } } };
+    }
+    return { ...base, spec: { ...spec, strategy: { canary: { steps: [{ setWeight: 50 }] } } } };
+  }
+  const as = (object: unknown, request: Partial<AdmissionRequest> = {}): AdmissionReview =>
+    review(object, { kind: { ...ARGO, kind: 'Rollout' }, resource: { ...ARGO, resource: 'rollouts' }, ...request });
+  const argo: AdmissionDeps = { ...synced, kinds: ['StatefulSet', 'Deployment', 'DaemonSet', 'Rollout'] };
+
+  it('CREATE of a Rollout with its own template is patched to the versions the caches know, as a Deployment is', () => {
+    const object = rollout({});
+    expect(patched(object, admit(as(object), argo)).spec?.template.metadata?.annotations).toEqual(upToDate);
+    expect(patchOf(admit(as(object), argo))).toEqual(patchOf(admit(review(deployment({}), { kind: { group: 'apps', version: 'v1', kind: 'Deployment' } }), synced)));
+  });
+
+  it('an UPDATE with the template unchanged keeps the old values', () => {
+    const old = rollout({ metadata: { labels: { app: 'db' }, annotations: { [configKey]: 'cm-uid/5', [tlsKey]: 'tls-uid/22' } } });
+    // the owner's re-apply, without rollguard's annotations
+    const object = rollout({ metadata: { labels: { app: 'db' } } });
+    const answer = admit(as(object, { operation: 'UPDATE', oldObject: old }), argo);
+    expect(patched(object, answer).spec?.template.metadata?.annotations).toEqual({ [configKey]: 'cm-uid/5', [tlsKey]: 'tls-uid/22' });
+  });
+
+  it('without the flag (kinds omitted: the apps/v1 three), a Rollout is allowed without a patch', () => {
+    const object = rollout({});
+    expect(admit(as(object), synced).response).toEqual({ uid: UID, allowed: true });
+    expect(admit(as(object), { ...synced, kinds: ['StatefulSet', 'Deployment', 'DaemonSet'] }).response).toEqual({ uid: UID, allowed: true });
+  });
+
+  it('a Rollout of another group or version, or a status write, is not routed', () => {
+    const object = rollout({});
+    expect(admit(as(object, { kind: { group: 'example.com', version: 'v1alpha1', kind: 'Rollout' } }), argo).response?.patch).toBeUndefined();
+    expect(admit(as(object, { kind: { ...ARGO, kind: 'Rollout' }, subResource: 'status', operation: 'UPDATE', oldObject: object }), argo).response?.patch).toBeUndefined();
+  });
+
+  it('a Rollout with spec.workloadRef has no template to annotate: no template is added', () => {
+    const object = rollout(undefined);
+    const after = patched(object, admit(as(object), argo)) as unknown as { spec?: { template?: unknown } };
+    expect(after.spec?.template).toBeUndefined();
+  });
+});
+
 describe('admissionResponseFor', () => {
   it.each([
     { name: 'no operations', ops: [], want: { uid: 'u', allowed: true } },

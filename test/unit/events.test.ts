@@ -31,6 +31,19 @@ const recorder = (api: EventRecorderOptions['api']): EventRecorder =>
   new EventRecorder({ kubeConfig: new KubeConfig(), component: 'rollguard', instance: 'test', logger: pino({ level: 'silent' }), api, retryDelaysMs: [5, 5, 5] });
 
 describe('EventRecorder', () => {
+  it('recordOnce: writes the Event under the name given, at the time given, and a second telling by anyone finds it there', async () => {
+    const { api, stored, tries } = fakeApi(['stored', 'stored', 'refused']);
+    const at = new Date('2026-12-01T10:00:00.000Z');
+    const name = 'web.188cd3b1a2f3c4d5';
+    await expect(recorder(api).recordOnce(subject, spec, { name, at })).resolves.toBe('created');
+    // another replica, or this one after a restart: its own recorder, the same name
+    await expect(recorder(api).recordOnce(subject, spec, { name, at })).resolves.toBe('found');
+    expect(stored).toHaveLength(1);
+    expect(stored[0]).toMatchObject({ metadata: { name, namespace: 'ns' }, reason: 'ConfigChanged', message: spec.message, count: 1, firstTimestamp: at, lastTimestamp: at });
+    await expect(recorder(api).recordOnce(subject, spec, { name: 'web.other', at })).resolves.toBe('failed');
+    expect(tries).toEqual([name, name, 'web.other']);
+  });
+
   it('writes an Event again, the same one, when its write failed with no answer: a broken connection loses no Event', async () => {
     const { api, stored, tries } = fakeApi(['lost', 'lost']);
     const events = recorder(api);

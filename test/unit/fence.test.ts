@@ -7,6 +7,7 @@ import {
   RESTART_REASON_ANNOTATION,
 } from '../../src/restarter/annotations.js';
 import { DIGESTS_ANNOTATION } from '../../src/restarter/digests.js';
+import { EVENT_DUE_ANNOTATION } from '../../src/restarter/event-due.js';
 import { TIMING_ANNOTATION } from '../../src/restarter/timing.js';
 import { LAST_STEP_ANNOTATION } from '../../src/rollout/last-step.js';
 import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_STATE_ANNOTATION } from '../../src/handover/state.js';
@@ -15,6 +16,7 @@ import { WANTED_REPLICAS_ANNOTATION } from '../../src/rollout/scale-down-hold.js
 const read = (file: string): string => fs.readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8');
 const BASE = 'deploy/base/admission-policy.yaml';
 const CHART = 'deploy/helm/rollguard/templates/admission-policy.yaml';
+const ARGO_COMPONENT = 'deploy/components/argo-rollouts/fence-rollouts.yaml';
 
 /** The names in each policy's list of workload annotations rollguard writes, by policy (the name after `-fence-`). */
 function setAnnotationLists(file: string): Map<string, string[]> {
@@ -41,7 +43,7 @@ function setAnnotations(file: string): string[] {
 // missing here would have the fence deny rollguard's own patch.
 describe('the fence (deploy/base/admission-policy.yaml)', () => {
   it('lets rollguard write every StatefulSet annotation it writes, and no other', () => {
-    expect(setAnnotations(BASE)).toEqual([LAST_STEP_ANNOTATION, LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION, DIGESTS_ANNOTATION, TIMING_ANNOTATION, HANDOVER_STATE_ANNOTATION, WANTED_REPLICAS_ANNOTATION]);
+    expect(setAnnotations(BASE)).toEqual([LAST_STEP_ANNOTATION, LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION, EVENT_DUE_ANNOTATION, DIGESTS_ANNOTATION, TIMING_ANNOTATION, HANDOVER_STATE_ANNOTATION, WANTED_REPLICAS_ANNOTATION]);
   });
 
   it('lets rollguard change replicas only to the count a held scale-down recorded, and write that record only as a count below replicas', () => {
@@ -56,8 +58,20 @@ describe('the fence (deploy/base/admission-policy.yaml)', () => {
   it('lets rollguard write the same annotations on Deployments and DaemonSets, but for the partition step\'s', () => {
     const lists = setAnnotationLists(BASE);
     expect([...lists.keys()]).toEqual(['statefulsets', 'deployments-daemonsets']);
-    expect(lists.get('deployments-daemonsets')).toEqual([LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION, DIGESTS_ANNOTATION, TIMING_ANNOTATION]);
-    expect(setAnnotationLists(CHART)).toEqual(lists);
+    expect(lists.get('deployments-daemonsets')).toEqual([LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION, EVENT_DUE_ANNOTATION, DIGESTS_ANNOTATION, TIMING_ANNOTATION]);
+    // the chart's Rollout policy (argoRollouts.enabled) comes after them
+    expect(new Map([...setAnnotationLists(CHART)].filter(([name]) => name !== 'rollouts'))).toEqual(lists);
+  });
+
+  it('lets rollguard write the Deployment list on Argo Rollouts, in the kustomize component and the chart alike', () => {
+    const component = setAnnotationLists(ARGO_COMPONENT);
+    expect([...component.keys()]).toEqual(['rollouts']);
+    expect(component.get('rollouts')).toEqual([LAST_RESTART_ANNOTATION, FROZEN_ANNOTATION, RESTART_REASON_ANNOTATION, EVENT_DUE_ANNOTATION, DIGESTS_ANNOTATION, TIMING_ANNOTATION]);
+    expect(setAnnotationLists(CHART).get('rollouts')).toEqual(component.get('rollouts'));
+    const prefixes = (file: string): string | undefined => /- name: templateAnnotationPrefixes\n\s+expression: "\[(.*)\]"/.exec(read(file))?.[1];
+    expect(prefixes(ARGO_COMPONENT)).toBe(Object.values(ANNOTATION_PREFIX).map((p) => `'${p}'`).join(', '));
+    // rollguard never restarts a Rollout through Argo's own restartAt: the fence says so
+    expect(read(ARGO_COMPONENT)).toContain(`(object.spec.?restartAt == oldObject.spec.?restartAt ? [] : ['spec.restartAt'])`);
   });
 
   it('fences the updates of every kind the restarter patches, and no policy forgets the template prefixes', () => {

@@ -23,6 +23,8 @@ describe('kubectl rollguard arguments (kubectl passes everything after the plugi
     [['why'], 'why takes one <kind>/<name>, got none'],
     [['why', 'web'], '"web" is not <kind>/<name>'],
     [['why', 'pod/web-0'], '"pod" is not a kind rollguard restarts'],
+    [['why', 'rollout/web'], "Argo Rollouts' Rollouts are restarted with --argo-rollouts but not explained by why or list yet (docs/argo-rollouts.md): kubectl describe rollout web"],
+    [['why', 'ro.argoproj.io/web'], 'not explained by why or list yet'],
     [['why', 'sts/web', 'sts/db'], 'why takes one <kind>/<name>, got sts/web sts/db'],
     [['why', 'sts/web', '-n'], '-n needs a value'],
     [['why', 'sts/web', '-o', 'yaml'], '-o yaml: the output is json or text'],

@@ -17,7 +17,11 @@ import {
   type ReconcilerDeps,
 } from '../../src/restarter/reconciler.js';
 import type { ObjectKind } from '../../src/restarter/references.js';
+import type { ArgoRollout, Workload } from '../../src/kube/workloads.js';
 import { HEALTH_GATED_ROLLOUTS } from '../../src/rollout/decision.js';
+import { EVENT_DUE_ANNOTATION, EVENT_DUE_MAX_AGE_MS, dueEventName, formatEventDue, type EventDue } from '../../src/restarter/event-due.js';
+
+const DUE_PATH = '/metadata/annotations/rollguard.io~1event-due';
 
 const CM = annotationKey('ConfigMap', 'app');
 const SECRET = annotationKey('Secret', 'creds');
@@ -102,7 +106,7 @@ describe('patchReason', () => {
 
 describe('RestarterReconciler', () => {
   function harness(opts: {
-    cached: V1StatefulSet | undefined;
+    cached: Workload | undefined;
     versions?: Record<string, ObjectVersion>;
     progress?: string;
     synced?: boolean;
@@ -112,16 +116,20 @@ describe('RestarterReconciler', () => {
     fresh?: FreshRead;
     data?: ReconcilerDeps['data'];
     timing?: string;
+    /** the recorder's recordOnce: stored (true), or not (false); omitted: only record */
+    recordOnce?: boolean;
   }) {
     const patches: Operation[][] = [];
     const patchedKinds: string[] = [];
     const events: string[] = [];
+    const named: string[] = [];
     let tokens = 0;
     let freshReads = 0;
     let clock = opts.now ?? new Date('2026-12-01T10:00:00Z');
     const metrics = createMetrics(new Registry());
+    let cache = (): Workload | undefined => opts.cached;
     const deps: ReconcilerDeps = {
-      workload: () => opts.cached,
+      workload: () => cache(),
       lookup: (kind, _ns, name) => opts.versions?.[`${kind}/${name}`],
       cachesSynced: () => opts.synced ?? true,
       cacheProgress: () => opts.progress ?? '1000',
@@ -137,7 +145,18 @@ describe('RestarterReconciler', () => {
         patchedKinds.push(kind);
         return { metadata: { ...opts.cached!.metadata, resourceVersion: '101' } };
       },
-      events: { record: async (subject, spec) => void events.push(`${subject.kind} ${subject.namespace}/${subject.name}@${subject.resourceVersion} ${spec.type} ${spec.reason}: ${spec.message}`) },
+      events: {
+        record: async (subject, spec) => void events.push(`${subject.kind} ${subject.namespace}/${subject.name}@${subject.resourceVersion} ${spec.type} ${spec.reason}: ${spec.message}`),
+        ...(opts.recordOnce === undefined
+          ? {}
+          : {
+              recordOnce: async (subject, spec, { name, at }) => {
+                named.push(`${name} at ${at.toISOString()}`);
+                if (opts.recordOnce) events.push(`${subject.kind} ${subject.namespace}/${subject.name}@${subject.resourceVersion} ${spec.type} ${spec.reason}: ${spec.message}`);
+                return opts.recordOnce ? ('created' as const) : ('failed' as const);
+              },
+            }),
+      },
       restartLimiter: { take: async () => void tokens++ },
       statefulSetOnly: [HEALTH_GATED_ROLLOUTS, PRIMARY_HANDOVER],
       logger: pino({ level: 'silent' }),
@@ -150,24 +169,50 @@ describe('RestarterReconciler', () => {
       patches,
       patchedKinds,
       events,
+      named,
       tokens: () => tokens,
       freshReads: () => freshReads,
       metrics,
       advance: (ms: number) => {
         clock = new Date(clock.getTime() + ms);
       },
+      /** what the cache holds from now on */
+      cache: (from: () => Workload | undefined) => {
+        cache = from;
+      },
     };
   }
   const signal = new AbortController().signal;
   const versions = { 'ConfigMap/app': { uid: 'u1', resourceVersion: '845', ignored: false }, 'Secret/creds': { uid: 'u2', resourceVersion: '3', ignored: false } };
 
-  it.each(['Deployment', 'DaemonSet'] as const)('%s: patches its own kind, and names the kind in its Event and metrics', async (kind) => {
+  it.each(['Deployment', 'DaemonSet', 'Rollout'] as const)('%s: patches its own kind, and names the kind in its Event and metrics', async (kind) => {
     const h = harness({ cached: set({ [CM]: 'u1/812', [SECRET]: 'u2/3' }), versions });
     await expect(h.reconciler.reconcile(`${kind}/ns/web`, signal)).resolves.toEqual({ patched: 'ConfigChanged' });
     expect(h.patchedKinds).toEqual([kind]);
     expect(h.events).toEqual([`${kind} ns/web@101 Normal ConfigChanged: ConfigMap app changed (resourceVersion 812 → 845)`]);
     expect((await h.metrics.patches.get()).values).toEqual([expect.objectContaining({ labels: { reason: 'ConfigChanged', kind }, value: 1 })]);
     expect((await h.metrics.restarts.get()).values).toEqual([expect.objectContaining({ labels: { kind: 'ConfigMap', workload_kind: kind }, value: 1 })]);
+  });
+
+  it('a Rollout with spec.workloadRef: one TemplateInWorkloadRef Warning naming the Deployment, no write, told again only for another reference', async () => {
+    const byRef = (name: string): ArgoRollout => ({
+      apiVersion: 'argoproj.io/v1alpha1',
+      kind: 'Rollout',
+      metadata: { namespace: 'ns', name: 'web', uid: 'ro-uid', resourceVersion: '100', labels: { [ENABLED_LABEL]: 'true' } },
+      spec: { replicas: 2, workloadRef: { apiVersion: 'apps/v1', kind: 'Deployment', name } },
+    });
+    let cached = byRef('web-base');
+    const h = harness({ cached: undefined, versions });
+    h.cache(() => cached);
+    await expect(h.reconciler.reconcile('Rollout/ns/web', signal)).resolves.toEqual({});
+    await h.reconciler.reconcile('Rollout/ns/web', signal);
+    expect(h.patches).toEqual([]);
+    expect(h.events).toEqual([expect.stringContaining('Rollout ns/web@100 Warning TemplateInWorkloadRef: no spec.template: its pods run the template of Deployment web-base (spec.workloadRef)')]);
+    expect(h.reconciler.memory().told_unsupported).toBe(1);
+    cached = byRef('web-other');
+    await h.reconciler.reconcile('Rollout/ns/web', signal);
+    expect(h.events).toHaveLength(2);
+    expect(h.events[1]).toContain('Label Deployment web-other rollguard.io/enabled=true instead');
   });
 
   it('warns once that a health-gated Deployment is not stepped, also across its rollouts, and still keeps its annotations', async () => {
@@ -224,9 +269,9 @@ describe('RestarterReconciler', () => {
     cached.metadata = { ...cached.metadata, annotations: { 'rollguard.io/rollout': 'health-gated' } };
     const h = harness({ cached, versions });
     await h.reconciler.reconcile('Deployment/ns/web', signal);
-    expect(h.reconciler.memory()).toEqual({ lag_since: 0, held_since: 0, in_doubt: 0, deferred: 0, told_unsupported: 1, told_missing: 0 });
+    expect(h.reconciler.memory()).toEqual({ lag_since: 0, held_since: 0, in_doubt: 0, deferred: 0, told_unsupported: 1, told_missing: 0, told_due: 0 });
     h.reconciler.forgetWorkload('Deployment/ns/web');
-    expect(h.reconciler.memory()).toEqual({ lag_since: 0, held_since: 0, in_doubt: 0, deferred: 0, told_unsupported: 0, told_missing: 0 });
+    expect(h.reconciler.memory()).toEqual({ lag_since: 0, held_since: 0, in_doubt: 0, deferred: 0, told_unsupported: 0, told_missing: 0, told_due: 0 });
     // one of that name made again is told again
     await h.reconciler.reconcile('Deployment/ns/web', signal);
     expect(h.events.filter((e) => e.includes('UnsupportedForKind'))).toHaveLength(2);
@@ -367,21 +412,88 @@ describe('RestarterReconciler', () => {
     expect(h.patches[0]).toContainEqual({ op: 'replace', path: '/metadata/annotations/rollguard.io~1last-restart-at', value: '2026-12-01T10:00:30.000Z' });
   });
 
-  it('turns the restart reason the webhook left into one Event, after removing it', async () => {
+  it('turns the restart reason the webhook left into one Event, after removing it in a write that carries the Event as due', async () => {
     const cached = set({ [CM]: 'u1/845', [SECRET]: 'u2/3' });
     cached.metadata!.annotations = { 'rollguard.io/restart-reason': 'ConfigMap app changed (resourceVersion 812 → 845)' };
     const h = harness({ cached, versions });
     await h.reconciler.reconcile('StatefulSet/ns/web', signal);
+    const message = "ConfigMap app changed (resourceVersion 812 → 845) (applied at admission, with the owner's change to the template)";
     expect(h.patches).toEqual([
       [
         { op: 'test', path: '/metadata/resourceVersion', value: '100' },
         { op: 'remove', path: '/metadata/annotations/rollguard.io~1restart-reason' },
+        { op: 'add', path: DUE_PATH, value: formatEventDue({ uid: 'set-uid', at: '2026-12-01T10:00:00.000Z', type: 'Normal', reason: 'ConfigChanged', message }) },
       ],
     ]);
     expect(h.events).toEqual([
       "StatefulSet ns/web@101 Normal ConfigChanged: ConfigMap app changed (resourceVersion 812 → 845) (applied at admission, with the owner's change to the template)",
     ]);
     expect((await h.metrics.restarts.get()).values).toEqual([expect.objectContaining({ labels: { kind: 'ConfigMap', workload_kind: 'StatefulSet' }, value: 1 })]);
+  });
+
+  describe('the Event a write is due (rollguard.io/event-due)', () => {
+    const due: EventDue = { uid: 'set-uid', at: '2026-12-01T09:59:00.000Z', type: 'Normal', reason: 'ConfigChanged', message: 'ConfigMap app changed (resourceVersion 812 → 845)' };
+    const marked = (mark: EventDue, kind: 'StatefulSet' | 'Deployment' = 'StatefulSet'): V1StatefulSet => {
+      const s = set({ [CM]: 'u1/845', [SECRET]: 'u2/3' });
+      s.metadata!.annotations = { [LAST_RESTART_ANNOTATION]: mark.at, [EVENT_DUE_ANNOTATION]: formatEventDue(mark) };
+      s.kind = kind;
+      return s;
+    };
+
+    it('a template write carries its Event as due, tells it under the name made of the mark, and the next reconcile removes the mark of a StatefulSet without telling it again', async () => {
+      const opts = { cached: set({ [CM]: 'u1/812', [SECRET]: 'u2/3' }), versions, recordOnce: true };
+      const h = harness(opts);
+      await h.reconciler.reconcile('StatefulSet/ns/web', signal);
+      const written = h.patches[0]!.find((op) => op.path === '/metadata/annotations') as { value: Record<string, string> };
+      const mark: EventDue = { uid: 'set-uid', at: '2026-12-01T10:00:00.000Z', type: 'Normal', reason: 'ConfigChanged', message: 'ConfigMap app changed (resourceVersion 812 → 845)' };
+      expect(written.value[EVENT_DUE_ANNOTATION]).toBe(formatEventDue(mark));
+      expect(h.named).toEqual([`${dueEventName('web', mark)} at 2026-12-01T10:00:00.000Z`]);
+      expect(h.reconciler.memory().told_due).toBe(1);
+      // the set as the write left it, seen by its watch event
+      opts.cached = marked(mark);
+      await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({});
+      expect(h.patches[1]).toEqual([
+        { op: 'test', path: '/metadata/resourceVersion', value: '100' },
+        { op: 'remove', path: DUE_PATH },
+      ]);
+      expect(h.named).toHaveLength(1);
+      expect(h.events).toHaveLength(1);
+    });
+
+    it('a StatefulSet whose process died before its Event: told once, under the mark\'s name at the time of the write, then the mark removed', async () => {
+      const h = harness({ cached: marked(due), versions, recordOnce: true });
+      await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({});
+      expect(h.named).toEqual([`${dueEventName('web', due)} at ${due.at}`]);
+      expect(h.events).toEqual([`StatefulSet ns/web@100 Normal ConfigChanged: ${due.message}`]);
+      expect(h.patches).toEqual([[{ op: 'test', path: '/metadata/resourceVersion', value: '100' }, { op: 'remove', path: DUE_PATH }]]);
+    });
+
+    it('a Deployment: told once, and the mark stays (its removal would be a generation) until the next template write replaces it', async () => {
+      const h = harness({ cached: marked(due, 'Deployment'), versions, recordOnce: true });
+      await expect(h.reconciler.reconcile('Deployment/ns/web', signal)).resolves.toEqual({});
+      await expect(h.reconciler.reconcile('Deployment/ns/web', signal)).resolves.toEqual({});
+      expect(h.named).toHaveLength(1);
+      expect(h.patches).toEqual([]);
+      h.reconciler.forgetWorkload('Deployment/ns/web');
+      expect(h.reconciler.memory().told_due).toBe(0);
+    });
+
+    it('an Event that cannot be written: the mark stays and is tried again, and nothing else waits for it', async () => {
+      const h = harness({ cached: marked(due), versions, recordOnce: false });
+      await expect(h.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ requeueAfterMs: 10_000 });
+      expect(h.patches).toEqual([]);
+      const changed = harness({ cached: { ...marked(due), spec: set({ [CM]: 'u1/812', [SECRET]: 'u2/3' }).spec! }, versions, recordOnce: false });
+      await expect(changed.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({ patched: 'ConfigChanged', requeueAfterMs: 10_000 });
+    });
+
+    it('another set\'s mark (a copy made without the webhook) or one older than the Event TTL is not told; a StatefulSet\'s is removed', async () => {
+      for (const mark of [{ ...due, uid: 'other-uid' }, { ...due, at: new Date(Date.parse('2026-12-01T10:00:00Z') - EVENT_DUE_MAX_AGE_MS - 1).toISOString() }]) {
+        const h = harness({ cached: marked(mark), versions, recordOnce: true });
+        await h.reconciler.reconcile('StatefulSet/ns/web', signal);
+        expect(h.named).toEqual([]);
+        expect(h.patches).toEqual([[{ op: 'test', path: '/metadata/resourceVersion', value: '100' }, { op: 'remove', path: DUE_PATH }]]);
+      }
+    });
   });
 
   it('waits for a lagging cache with no time limit, with one Warning, and corrects a stored version from the future only on a fresh read', async () => {
@@ -468,6 +580,7 @@ describe('RestarterReconciler', () => {
         [
           { op: 'test', path: '/metadata/resourceVersion', value: '100' },
           { op: 'remove', path: '/metadata/annotations/rollguard.io~1restart-reason' },
+          { op: 'add', path: DUE_PATH, value: expect.stringContaining('"reason":"ConfigChanged"') },
           { op: 'replace', path: TIMING_PATH, value: TIMING },
         ],
       ]);
@@ -480,7 +593,15 @@ describe('RestarterReconciler', () => {
       const h = harness({ cached: set({ [CM]: 'u1/812', [SECRET]: 'u2/3' }), versions, timing: TIMING });
       await h.reconciler.reconcile('StatefulSet/ns/web', signal);
       expect(h.patches[0]!.filter((op) => op.path.startsWith('/metadata/annotations'))).toEqual([
-        { op: 'add', path: '/metadata/annotations', value: { [LAST_RESTART_ANNOTATION]: '2026-12-01T10:00:00.000Z', 'rollguard.io/timing': TIMING } },
+        {
+          op: 'add',
+          path: '/metadata/annotations',
+          value: {
+            [LAST_RESTART_ANNOTATION]: '2026-12-01T10:00:00.000Z',
+            [EVENT_DUE_ANNOTATION]: formatEventDue({ uid: 'set-uid', at: '2026-12-01T10:00:00.000Z', type: 'Normal', reason: 'ConfigChanged', message: 'ConfigMap app changed (resourceVersion 812 → 845)' }),
+            'rollguard.io/timing': TIMING,
+          },
+        },
       ]);
     });
   });

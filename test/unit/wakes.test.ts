@@ -2,12 +2,12 @@ import type { V1DaemonSet, V1Deployment, V1StatefulSet } from '@kubernetes/clien
 import { describe, expect, it } from 'vitest';
 import type { MetadataEvent } from '../../src/kube/metadata-cache.js';
 import type { ObjectEvent } from '../../src/kube/object-store.js';
-import { WORKLOAD_KINDS, type Workload, type WorkloadKind } from '../../src/kube/workloads.js';
+import { WORKLOAD_KINDS, type ArgoRollout, type Workload, type WorkloadKind } from '../../src/kube/workloads.js';
 import { objectEventWakesReferrers, workloadEventEffect } from '../../src/restarter/wakes.js';
 
 type SetOptions = { generation?: number; annotations?: Record<string, string>; configMap?: string; rv?: string; uid?: string };
 
-/** The same workload in each kind's own shape: the template sits at spec.template in all three. */
+/** The same workload in each kind's own shape: the template sits at spec.template in all four. */
 function workload(kind: WorkloadKind, opts: SetOptions = {}): Workload {
   const metadata = { namespace: 'ns', name: 'web', uid: opts.uid ?? 'uid-1', generation: opts.generation ?? 1, resourceVersion: opts.rv ?? '1', annotations: opts.annotations };
   const template = { spec: { containers: [{ name: 'app', envFrom: [{ configMapRef: { name: opts.configMap ?? 'app-config' } }] }] } };
@@ -18,6 +18,8 @@ function workload(kind: WorkloadKind, opts: SetOptions = {}): Workload {
       return { metadata, spec: { selector: {}, replicas: 2, strategy: { type: 'RollingUpdate' }, template } } satisfies V1Deployment;
     case 'DaemonSet':
       return { metadata, spec: { selector: {}, updateStrategy: { type: 'RollingUpdate' }, template } } satisfies V1DaemonSet;
+    case 'Rollout':
+      return { apiVersion: 'argoproj.io/v1alpha1', kind: 'Rollout', metadata, spec: { replicas: 2, template } } satisfies ArgoRollout;
   }
 }
 
@@ -66,7 +68,7 @@ describe('workloadEventEffect', () => {
 
   it('keys the same name of two kinds apart', () => {
     const event = (kind: WorkloadKind): ObjectEvent<Workload> => ({ type: 'added', current: workload(kind) });
-    expect(new Set(WORKLOAD_KINDS.map((kind) => workloadEventEffect(kind, event(kind)).key)).size).toBe(3);
+    expect(new Set(WORKLOAD_KINDS.map((kind) => workloadEventEffect(kind, event(kind)).key)).size).toBe(WORKLOAD_KINDS.length);
   });
 });
 
