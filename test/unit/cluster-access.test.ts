@@ -6,7 +6,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inClusterAccess, loadClusterAccess, parseKubeconfig, ClusterAccess } from '../../src/kube/cluster-access.js';
-import { KubeApiError, KubeClient, microTime, type KubeAccess } from '../../src/kube/kube-client.js';
+import { KubeApiError, KubeClient, USER_AGENT, microTime, type KubeAccess } from '../../src/kube/kube-client.js';
+import { customObjects } from '../../src/kube/api-clients.js';
 import { isConflict, isOutcomeUnknown, statusBody, statusCode } from '../../src/kube/api-status.js';
 import { PooledKubeConfig } from '../../src/kube/kubeconfig.js';
 
@@ -101,7 +102,7 @@ describe('ClusterAccess: rollguard reading a kubeconfig without client-node', ()
 });
 
 describe('KubeClient: rollguard calling the API server', () => {
-  const seen: { method?: string; url?: string; type?: string; auth?: string; body: string }[] = [];
+  const seen: { method?: string; url?: string; type?: string; auth?: string; agent?: string; body: string }[] = [];
   let server: http.Server;
   let access: KubeAccess;
   beforeAll(async () => {
@@ -109,7 +110,7 @@ describe('KubeClient: rollguard calling the API server', () => {
       let body = '';
       req.on('data', (c: Buffer) => (body += c.toString()));
       req.on('end', () => {
-        seen.push({ method: req.method, url: req.url, type: req.headers['content-type'], auth: req.headers.authorization, body });
+        seen.push({ method: req.method, url: req.url, type: req.headers['content-type'], auth: req.headers.authorization, agent: req.headers['user-agent'], body });
         if (req.url?.endsWith('/conflict')) {
           res.writeHead(409, { 'Content-Type': 'application/json' }).end(JSON.stringify({ kind: 'Status', reason: 'Conflict', message: 'the object has been modified', code: 409 }));
         } else if (req.url?.endsWith('/slow')) {
@@ -128,6 +129,19 @@ describe('KubeClient: rollguard calling the API server', () => {
     const answer = await client.call<{ ok: boolean; echo: unknown }>('PATCH', '/api/v1/namespaces/a/pods/p', { body: [{ op: 'add', path: '/x', value: 1 }], contentType: 'application/json-patch+json' });
     expect(answer).toEqual({ ok: true, echo: [{ op: 'add', path: '/x', value: 1 }] });
     expect(seen.at(-1)).toMatchObject({ method: 'PATCH', url: '/api/v1/namespaces/a/pods/p', type: 'application/json-patch+json', auth: 'Bearer t' });
+  });
+
+  it('calls itself rollguard/<version>, the field manager the API server then names its writes by', async () => {
+    await new KubeClient(access).call('GET', '/api/v1/namespaces/a/pods/p');
+    expect(USER_AGENT).toMatch(/^rollguard\//);
+    expect(seen.at(-1)?.agent).toBe(USER_AGENT);
+  });
+
+  it("patches a Rollout at argoproj.io/v1alpha1 with a JSON Patch, as client-node's CustomObjectsApi does", async () => {
+    const body = [{ op: 'add' as const, path: '/metadata/annotations/a', value: 'b' }];
+    await customObjects(access).patchNamespacedCustomObject({ group: 'argoproj.io', version: 'v1alpha1', plural: 'rollouts', namespace: 'a', name: 'web', body });
+    expect(seen.at(-1)).toMatchObject({ method: 'PATCH', url: '/apis/argoproj.io/v1alpha1/namespaces/a/rollouts/web', type: 'application/json-patch+json', agent: USER_AGENT });
+    expect(JSON.parse(seen.at(-1)!.body)).toEqual(body);
   });
 
   it('fails with the status code and Status where client-node has them, so api-status.ts reads it alike', async () => {
