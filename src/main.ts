@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { pino, type Logger } from 'pino';
 import type { Config } from './config.js';
-import { loadKubeConfig } from './kube/kubeconfig.js';
+import { loadClusterAccess } from './kube/cluster-access.js';
+import type { KubeAccess } from './kube/kube-client.js';
 import { ownServiceAccount } from './kube/identity.js';
 import { errorText } from './kube/api-status.js';
 import { LeaderElector } from './kube/leader-election.js';
@@ -31,11 +31,16 @@ import { rollguardStatus, type RollguardStatus } from './status.js';
 import { createWebhookServer } from './server/webhook-server.js';
 import { createCertificateSource } from './tls/certificate-source.js';
 import { VERSION } from './version.js';
+import { trimHeap } from './heap.js';
 import { formatTiming, timingOf } from './restarter/timing.js';
 
 const SERVICE_ACCOUNT_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 const FALLBACK_NAMESPACE = 'rollguard-system';
 const STDOUT_FD = 1;
+/** How long after the first ready the heap is trimmed (heap.ts): start-up's last allocations are garbage by then. */
+const TRIM_AFTER_READY_MS = 5_000;
+const TRIM_POLL_MS = 1_000;
+const MIB = 1024 * 1024;
 
 export interface RunningRollguard {
   webhookPort(): number;
@@ -66,7 +71,7 @@ const IDENTITY_FIRST_RETRY_MS = 2_000;
 const IDENTITY_LONGEST_RETRY_MS = 5 * 60_000;
 
 /** Asks the API server who rollguard is, again (backing off) until it answers; a person's credentials are no identity of rollguard's alone. */
-function learnOwnServiceAccount(kubeConfig: KubeConfig, logger: Logger, learned: (user: string) => void): void {
+function learnOwnServiceAccount(kubeConfig: KubeAccess, logger: Logger, learned: (user: string) => void): void {
   const attempt = (waitMs: number): void => {
     ownServiceAccount(kubeConfig).then(
       (user) => {
@@ -87,7 +92,7 @@ function learnOwnServiceAccount(kubeConfig: KubeConfig, logger: Logger, learned:
   attempt(IDENTITY_FIRST_RETRY_MS);
 }
 
-export async function startRollguard(config: Config, kubeConfig: KubeConfig, logger: Logger): Promise<RunningRollguard> {
+export async function startRollguard(config: Config, kubeConfig: KubeAccess, logger: Logger): Promise<RunningRollguard> {
   const namespace = ownNamespace(config);
   const identity = `${os.hostname()}_${process.pid}`;
   const metrics = createMetrics();
@@ -300,15 +305,32 @@ export async function startRollguard(config: Config, kubeConfig: KubeConfig, log
   };
 }
 
+/** Once `running` is first ready (caches synced), and TRIM_AFTER_READY_MS later, gives back what start-up grew (heap.ts). */
+function trimOnceReady(running: RunningRollguard, logger: Logger): void {
+  const poll = setInterval(() => {
+    if (!running.ready()) return;
+    clearInterval(poll);
+    setTimeout(() => {
+      const { beforeBytes, afterBytes, pauseMs } = trimHeap();
+      logger.info(
+        { rssBeforeMiB: Math.round(beforeBytes / MIB), rssAfterMiB: Math.round(afterBytes / MIB), pauseMs: Math.round(pauseMs) },
+        'start-up done: gave back the heap start-up grew',
+      );
+    }, TRIM_AFTER_READY_MS).unref();
+  }, TRIM_POLL_MS);
+  poll.unref();
+}
+
 /** `rollguard serve`: runs until SIGTERM/SIGINT; a second signal exits at once. */
 export async function serve(config: Config): Promise<number> {
   // Synchronous: every way out ends in process.exit (cli.ts), which does not wait for an asynchronous
   // write still in flight, so the last lines of a shutdown came out of order or not at all.
   const logger = createLogger(config.logLevel, pino.destination({ dest: STDOUT_FD, sync: true }));
   logger.info({ version: VERSION, pid: process.pid }, 'rollguard starting');
-  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  const kubeConfig = await loadClusterAccess(config.kubeconfig);
   const running = await startRollguard(config, kubeConfig, logger);
   logger.info({ webhookPort: running.webhookPort(), adminPort: running.adminPort() }, 'rollguard started');
+  trimOnceReady(running, logger);
 
   return new Promise<number>((resolve) => {
     let signalled = false;

@@ -168,6 +168,45 @@ export const ADMISSION_REVIEW_SCHEMA = {
   },
 } as const;
 
+/** One violation of ADMISSION_REVIEW_SCHEMA, shaped as Ajv reports one (the webhook server's schemaReason reads it). */
+export interface EnvelopeIssue {
+  instancePath: string;
+  schemaPath: string;
+  keyword: string;
+  params: Record<string, unknown>;
+  message: string;
+}
+
+/** "/request/uid" -> "/properties/request/properties/uid": where in the schema a field's rules are */
+const schemaPathOf = (instancePath: string): string => instancePath.split('/').slice(1).map((p) => `/properties/${p}`).join('');
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * ADMISSION_REVIEW_SCHEMA checked by hand, with the first issue Ajv would report (Fastify's
+ * default, allErrors off: type, then each required key in order, then each property in order):
+ * Ajv and its compiler cost the process about 3 MB for a schema of six rules.
+ * test/unit/admission-envelope.test.ts holds the two equal on generated bodies.
+ */
+export function envelopeIssues(body: unknown): EnvelopeIssue[] {
+  const issue = (instancePath: string, keyword: string, params: Record<string, unknown>, message: string): EnvelopeIssue[] => [
+    { instancePath, schemaPath: `#${schemaPathOf(instancePath)}/${keyword}`, keyword, params, message },
+  ];
+  if (!isObject(body)) return issue('', 'type', { type: 'object' }, 'must be object');
+  for (const key of ADMISSION_REVIEW_SCHEMA.required) {
+    if (!(key in body) || body[key] === undefined) return issue('', 'required', { missingProperty: key }, `must have required property '${key}'`);
+  }
+  const { properties } = ADMISSION_REVIEW_SCHEMA;
+  if (body.apiVersion !== properties.apiVersion.const) return issue('/apiVersion', 'const', { allowedValue: properties.apiVersion.const }, 'must be equal to constant');
+  if (body.kind !== properties.kind.const) return issue('/kind', 'const', { allowedValue: properties.kind.const }, 'must be equal to constant');
+  const request = body.request;
+  if (!isObject(request)) return issue('/request', 'type', { type: 'object' }, 'must be object');
+  if (!('uid' in request) || request.uid === undefined) return issue('/request', 'required', { missingProperty: 'uid' }, "must have required property 'uid'");
+  if (typeof request.uid !== 'string') return issue('/request/uid', 'type', { type: 'string' }, 'must be string');
+  if ([...request.uid].length < 1) return issue('/request/uid', 'minLength', { limit: 1 }, 'must NOT have fewer than 1 characters');
+  return [];
+}
+
 /** An allowing review response for `uid`, carrying `ops` as a JSON Patch and `warnings` when there are any. */
 export function admissionResponseFor(uid: string, ops: Operation[], warnings: readonly string[] = []): AdmissionReview {
   const response: AdmissionResponse = { uid, allowed: true };

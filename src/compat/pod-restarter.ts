@@ -1,4 +1,5 @@
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { coreV1 } from '../kube/api-clients.js';
+import type { KubeAccess } from '../kube/kube-client.js';
 import type { Logger } from 'pino';
 import { errorText, statusCode } from '../kube/api-status.js';
 import { Controller, type ReconcileResult, type Reconciler } from '../kube/controller.js';
@@ -118,7 +119,7 @@ export class PodRestarter implements Reconciler {
 }
 
 export interface PodRestarterOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   namespaces?: string[];
   events: Pick<EventRecorder, 'record'> & Partial<Pick<EventRecorder, 'forget'>>;
   logger: Logger;
@@ -130,7 +131,7 @@ export interface PodRestarterOptions {
 export function createPodRestarter(opts: PodRestarterOptions): Runnable & { controller: Controller; memory(): Record<string, number> } {
   const log = opts.logger.child({ component: 'pod-restarter' });
   const api = new RawApi(opts.kubeConfig);
-  const core = opts.kubeConfig.makeApiClient(CoreV1Api);
+  const core = coreV1(opts.kubeConfig);
   let keys: () => string[] = () => [];
   let termMemory = (): Record<string, number> => ({ 'compat.expiring_pods': 0, 'compat.pod_restarter.refusals': 0, 'compat.pod_restarter.warned': 0, 'compat.pod_restarter.told': 0 });
   const controller = new Controller({

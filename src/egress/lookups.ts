@@ -1,11 +1,11 @@
 import { lookup } from 'node:dns/promises';
-import type { CoreV1Api } from '@kubernetes/client-node';
+import type { CoreV1 } from '../kube/api-clients.js';
 import type { TargetLookups } from './resolve.js';
 
 const NOT_FOUND = 404;
 
 /** Services from the API server (one GET each), allowed hosts from DNS (all their addresses). */
-export function apiTargetLookups(core: CoreV1Api): TargetLookups {
+export function apiTargetLookups(core: CoreV1): TargetLookups {
   return {
     async readService(namespace, name) {
       try {

@@ -1,4 +1,6 @@
-import { CoreV1Api, type KubeConfig, type V1Pod, type V1StatefulSet } from '@kubernetes/client-node';
+import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
+import { coreV1 } from '../kube/api-clients.js';
+import type { KubeAccess } from '../kube/kube-client.js';
 import type { Operation } from 'fast-json-patch';
 import type { Logger } from 'pino';
 import { admissionResponseFor, parseAdmissionReview, type HandlerResult } from '../admission/review.js';
@@ -110,7 +112,7 @@ export function createEvictionHandler(opts: EvictionHandlerOptions): (body: unkn
 }
 
 export interface EvictionGuardOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   /** The opted-in StatefulSets, from the cache every replica keeps. */
   statefulSets: { get(namespace: string, name: string): V1StatefulSet | undefined };
   maxDeferMs: number;
@@ -121,7 +123,7 @@ export interface EvictionGuardOptions {
 
 /** The eviction guard on a cluster: one GET of the evicted pod, the set from the shared cache, Events on the set. */
 export function evictionGuard(opts: EvictionGuardOptions): (body: unknown) => Promise<HandlerResult> {
-  const core = opts.kubeConfig.makeApiClient(CoreV1Api);
+  const core = coreV1(opts.kubeConfig);
   return createEvictionHandler({
     readPod: async (namespace, name) => {
       try {

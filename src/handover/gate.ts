@@ -1,4 +1,6 @@
-import { CoreV1Api, type KubeConfig, type V1Pod, type V1StatefulSet } from '@kubernetes/client-node';
+import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
+import { coreV1 } from '../kube/api-clients.js';
+import type { KubeAccess } from '../kube/kube-client.js';
 import type { Logger } from 'pino';
 import { apiTargetLookups } from '../egress/lookups.js';
 import { statusCode } from '../kube/api-status.js';
@@ -82,8 +84,8 @@ class HandoverGate implements DisruptionGate {
 }
 
 /** The handover gate on a cluster, for main.ts to hand to the rollout controller: pods patched and Secrets read through the API. */
-export function handoverGates(opts: { kubeConfig: KubeConfig; metrics: Pick<Metrics, 'handovers' | 'handoverDuration'>; logger: Logger }): DisruptionGates {
-  const core = opts.kubeConfig.makeApiClient(CoreV1Api);
+export function handoverGates(opts: { kubeConfig: KubeAccess; metrics: Pick<Metrics, 'handovers' | 'handoverDuration'>; logger: Logger }): DisruptionGates {
+  const core = coreV1(opts.kubeConfig);
   const lookups = apiTargetLookups(core);
   const logger = opts.logger.child({ component: 'handover' });
   return {

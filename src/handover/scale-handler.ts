@@ -1,4 +1,6 @@
-import { AppsV1Api, type KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
+import type { V1StatefulSet } from '@kubernetes/client-node';
+import { appsV1 } from '../kube/api-clients.js';
+import type { KubeAccess } from '../kube/kube-client.js';
 import type { Operation } from 'fast-json-patch';
 import type { Logger } from 'pino';
 import { admissionResponseFor, parseAdmissionReview, type HandlerResult } from '../admission/review.js';
@@ -68,8 +70,8 @@ export function createScaleHandler(opts: ScaleHandlerOptions): (body: unknown) =
 }
 
 /** The scale-down hold at the scale subresource on a cluster: the set from the shared cache, one PATCH of its record. */
-export function scaleGuard(opts: { kubeConfig: KubeConfig; statefulSets: { get(namespace: string, name: string): V1StatefulSet | undefined }; logger: Logger }): (body: unknown) => Promise<HandlerResult> {
-  const apps = opts.kubeConfig.makeApiClient(AppsV1Api);
+export function scaleGuard(opts: { kubeConfig: KubeAccess; statefulSets: { get(namespace: string, name: string): V1StatefulSet | undefined }; logger: Logger }): (body: unknown) => Promise<HandlerResult> {
+  const apps = appsV1(opts.kubeConfig);
   return createScaleHandler({
     statefulSet: (namespace, name) => opts.statefulSets.get(namespace, name),
     patchSet: async (namespace, name, ops) => {

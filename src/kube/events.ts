@@ -1,5 +1,7 @@
 import os from 'node:os';
-import { CoreV1Api, type CoreV1Event, type KubeConfig, type V1ObjectReference } from '@kubernetes/client-node';
+import type { CoreV1Event, V1ObjectReference } from '@kubernetes/client-node';
+import { coreV1, type CoreV1 } from './api-clients.js';
+import type { KubeAccess } from './kube-client.js';
 import type { Logger } from 'pino';
 import { isOutcomeUnknown, statusCode } from './api-status.js';
 
@@ -37,14 +39,14 @@ export type EventSubject = Required<Pick<V1ObjectReference, 'apiVersion' | 'kind
   Pick<V1ObjectReference, 'resourceVersion' | 'fieldPath'>;
 
 export interface EventRecorderOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   /** The reporting controller, shown as the event's source: "rollguard". */
   component: string;
   /** This replica, e.g. the pod name; the host name by default. */
   instance?: string;
   logger: Logger;
-  /** The two calls it makes; a CoreV1Api from kubeConfig by default. */
-  api?: Pick<CoreV1Api, 'createNamespacedEvent' | 'patchNamespacedEvent'>;
+  /** The two calls it makes; from kubeConfig by default. */
+  api?: Pick<CoreV1, 'createNamespacedEvent' | 'patchNamespacedEvent'>;
   retryDelaysMs?: readonly number[];
 }
 
@@ -68,13 +70,13 @@ interface Recorded {
  * logged, since the action it reports has already happened.
  */
 export class EventRecorder {
-  private readonly core: Pick<CoreV1Api, 'createNamespacedEvent' | 'patchNamespacedEvent'>;
+  private readonly core: Pick<CoreV1, 'createNamespacedEvent' | 'patchNamespacedEvent'>;
   private readonly instance: string;
   private readonly recent = new Map<string, Recorded>();
   private readonly pending = new Set<Pending>();
 
   constructor(private readonly opts: EventRecorderOptions) {
-    this.core = opts.api ?? opts.kubeConfig.makeApiClient(CoreV1Api);
+    this.core = opts.api ?? coreV1(opts.kubeConfig);
     this.instance = opts.instance ?? os.hostname();
   }
 

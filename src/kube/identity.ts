@@ -1,4 +1,5 @@
-import { AuthenticationV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { createSelfSubjectReview } from './api-clients.js';
+import type { KubeAccess } from './kube-client.js';
 
 const SERVICE_ACCOUNT_PREFIX = 'system:serviceaccount:';
 
@@ -8,8 +9,8 @@ const SERVICE_ACCOUNT_PREFIX = 'system:serviceaccount:';
  * Only a ServiceAccount is rollguard's alone: a person's credentials (a developer's kubeconfig,
  * `rollguard dev`) are shared with the person, so for them undefined is returned.
  */
-export async function ownServiceAccount(kubeConfig: KubeConfig): Promise<string | undefined> {
-  const review = await kubeConfig.makeApiClient(AuthenticationV1Api).createSelfSubjectReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' } });
+export async function ownServiceAccount(kubeConfig: KubeAccess): Promise<string | undefined> {
+  const review = await createSelfSubjectReview(kubeConfig);
   const username = review.status?.userInfo?.username;
   return isServiceAccount(username) ? username : undefined;
 }

@@ -2,18 +2,9 @@ import { createHash } from 'node:crypto';
 import https from 'node:https';
 import { KubeConfig, ServerConfiguration, createConfiguration, setHeaderMiddleware, type ApiConstructor, type ApiType } from '@kubernetes/client-node';
 import { Agent } from 'undici';
-import { VERSION } from '../version.js';
+import { USER_AGENT } from './kube-client.js';
 
 type RequestContext = Parameters<KubeConfig['applySecurityAuthentication']>[0];
-
-/**
- * The User-Agent of rollguard's API calls. The API server names the field manager of a write
- * without one by it (the part before the '/'), so every field rollguard writes is owned by
- * `rollguard` in managedFields, apart from any other tool's, and a user's server-side apply that
- * names one of them is told `conflict with "rollguard"`, not with client-node's
- * `kubernetes-client-javascript`, which every other program on client-node shares.
- */
-export const USER_AGENT = `rollguard/${VERSION}`;
 
 /** Identities kept at once: a client certificate that rotates leaves one old pool behind, not one per rotation. */
 const POOLS_KEPT = 2;

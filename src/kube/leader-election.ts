@@ -1,19 +1,13 @@
-import {
-  CoordinationV1Api,
-  Observable,
-  V1MicroTime,
-  type KubeConfig,
-  type ObservableMiddleware,
-  type RequestContext,
-  type V1Lease,
-} from '@kubernetes/client-node';
+import type { V1Lease } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Runnable } from '../manager.js';
 import { abortableDelay } from './abortable-delay.js';
 import { errorText, statusCode } from './api-status.js';
+import { coordinationV1, type CoordinationV1 } from './api-clients.js';
+import { microTime, type KubeAccess } from './kube-client.js';
 
 export interface LeaderElectionOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   namespace: string;
   leaseName: string;
   identity: string;
@@ -41,14 +35,14 @@ export interface LeaderStatus {
  */
 export class LeaderElector implements Runnable {
   readonly name = 'leader-election';
-  private readonly api: CoordinationV1Api;
+  private readonly api: CoordinationV1;
   private leading: AbortController | undefined;
   private observed: { record: string; at: number } | undefined;
   private currentHolder: string | undefined;
   private loop: Promise<void> = Promise.resolve();
 
   constructor(private readonly opts: LeaderElectionOptions) {
-    this.api = opts.kubeConfig.makeApiClient(CoordinationV1Api);
+    this.api = coordinationV1(opts.kubeConfig);
   }
 
   status(): LeaderStatus {
@@ -110,13 +104,14 @@ export class LeaderElector implements Runnable {
   }
 
   /** Returns true when we hold the lease after this call. */
-  private async tryAcquireOrRenew(options: RequestOptions): Promise<boolean> {
+  private async tryAcquireOrRenew(options: { signal: AbortSignal }): Promise<boolean> {
     const { namespace, leaseName: name, identity, leaseDurationMs } = this.opts;
-    const now = new V1MicroTime(Date.now());
+    // a MicroTime on the wire; V1Lease types it Date, JSON carries the string
+    const now = microTime(Date.now()) as unknown as Date;
     const durationSeconds = Math.max(1, Math.ceil(leaseDurationMs / 1000));
     let lease: V1Lease;
     try {
-      lease = await this.api.readNamespacedLease({ name, namespace }, options);
+      lease = await this.api.readNamespacedLease({ name, namespace, ...options });
     } catch (err) {
       if (statusCode(err) !== 404) throw err;
       try {
@@ -126,7 +121,8 @@ export class LeaderElector implements Runnable {
             metadata: { name, namespace },
             spec: { holderIdentity: identity, leaseDurationSeconds: durationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
           },
-        }, options);
+          ...options,
+        });
         this.currentHolder = identity;
         return true;
       } catch (createErr) {
@@ -157,7 +153,7 @@ export class LeaderElector implements Runnable {
       },
     };
     try {
-      await this.api.replaceNamespacedLease({ name, namespace, body }, options);
+      await this.api.replaceNamespacedLease({ name, namespace, body, ...options });
     } catch (err) {
       if (statusCode(err) === 409) return false;
       throw err;
@@ -172,16 +168,14 @@ export class LeaderElector implements Runnable {
     // shutdown waits for this; the lease runs out by itself if the API server does not answer
     const options = requestOptions(renewDeadlineMs);
     try {
-      const lease = await this.api.readNamespacedLease({ name, namespace }, options);
+      const lease = await this.api.readNamespacedLease({ name, namespace, ...options });
       if (lease.spec?.holderIdentity !== identity) return;
-      await this.api.replaceNamespacedLease(
-        {
-          name,
-          namespace,
-          body: { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: new V1MicroTime(Date.now()) } },
-        },
-        options,
-      );
+      await this.api.replaceNamespacedLease({
+        name,
+        namespace,
+        body: { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: microTime(Date.now()) as unknown as Date } },
+        ...options,
+      });
       this.currentHolder = undefined;
       this.opts.logger.info({ lease: name }, 'leader election: released the lease');
     } catch (err) {
@@ -190,18 +184,8 @@ export class LeaderElector implements Runnable {
   }
 }
 
-type RequestOptions = NonNullable<Parameters<CoordinationV1Api['readNamespacedLease']>[1]>;
-
 /** Options for lease requests that give up after `timeoutMs`, all of them together. */
-function requestOptions(timeoutMs: number): RequestOptions {
-  const signal = AbortSignal.timeout(timeoutMs);
-  const abortAfterTimeout: ObservableMiddleware = {
-    pre: (context: RequestContext) => {
-      context.setSignal(signal);
-      return new Observable(Promise.resolve(context));
-    },
-    post: (context) => new Observable(Promise.resolve(context)),
-  };
-  return { middleware: [abortAfterTimeout], middlewareMergeStrategy: 'append' };
+function requestOptions(timeoutMs: number): { signal: AbortSignal } {
+  return { signal: AbortSignal.timeout(timeoutMs) };
 }
 

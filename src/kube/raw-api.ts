@@ -1,7 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
-import type { KubeConfig } from '@kubernetes/client-node';
-import { USER_AGENT } from './kubeconfig.js';
+import { USER_AGENT, type KubeAccess } from './kube-client.js';
 
 /** Longest error body kept for a message; a Status is far smaller, an HTML proxy page is not. */
 const ERROR_BODY_LIMIT = 4096;
@@ -42,7 +41,7 @@ interface KeptAliveAgents {
   keptAliveAgent(opts: https.RequestOptions): https.Agent | undefined;
 }
 
-function lendsAgents(kc: KubeConfig): kc is KubeConfig & KeptAliveAgents {
+function lendsAgents(kc: KubeAccess): kc is KubeAccess & KeptAliveAgents {
   return typeof (kc as Partial<KeptAliveAgents>).keptAliveAgent === 'function';
 }
 
@@ -52,7 +51,7 @@ function lendsAgents(kc: KubeConfig): kc is KubeConfig & KeptAliveAgents {
  * metadata-only (PartialObjectMetadata) representation is asked for with it.
  */
 export class RawApi {
-  constructor(private readonly kubeConfig: KubeConfig) {}
+  constructor(private readonly kubeConfig: KubeAccess) {}
 
   /** Resolves with the response once its headers arrived; rejects with ApiStatusError on a non-2xx status. */
   async open({ path, accept, signal, timeoutMs }: RawGet): Promise<http.IncomingMessage> {

@@ -1,6 +1,7 @@
-import { AppsV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import type { Operation } from 'fast-json-patch';
 import type { Logger } from 'pino';
+import { appsV1, customObjects, type AppsV1, type CustomObjects } from '../kube/api-clients.js';
+import type { KubeAccess } from '../kube/kube-client.js';
 import type { EventRecorder, EventSpec, EventSubject } from '../kube/events.js';
 import type { CacheStatus, Informer } from '../kube/informer.js';
 import {
@@ -57,7 +58,7 @@ export const DEFAULT_WORKERS = 4;
 export const DEFAULT_RESYNC_PERIOD_MS = 10 * 60_000;
 
 export interface RestarterControllerOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   /** Namespaces to watch; undefined: all. */
   namespaces?: string[];
   /** 0 turns debouncing off. */
@@ -189,7 +190,7 @@ function unionOf(parts: WorkloadStore[]): WorkloadStore {
 const NO_WORKLOADS: WorkloadStore = { get: () => undefined, list: () => [], size: () => 0, onEvent: () => undefined };
 
 /** One JSON Patch of a workload's template or metadata, by kind. */
-async function patchWorkload(apis: { apps: AppsV1Api; custom: CustomObjectsApi }, kind: WorkloadKind, namespace: string, name: string, body: Operation[]): Promise<Workload> {
+async function patchWorkload(apis: { apps: AppsV1; custom: CustomObjects }, kind: WorkloadKind, namespace: string, name: string, body: Operation[]): Promise<Workload> {
   switch (kind) {
     case 'StatefulSet':
       return apis.apps.patchNamespacedStatefulSet({ name, namespace, body });
@@ -247,7 +248,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
     ...compatCaches.map((c) => c.informer),
   ];
   const index = new ReverseIndex();
-  const apis = { apps: opts.kubeConfig.makeApiClient(AppsV1Api), custom: opts.kubeConfig.makeApiClient(CustomObjectsApi) };
+  const apis = { apps: appsV1(opts.kubeConfig), custom: customObjects(opts.kubeConfig) };
   const maxRestartsPerSecond = opts.maxRestartsPerSecond ?? DEFAULT_MAX_RESTARTS_PER_SECOND;
   // A burst of one second's worth: a handful of sets roll at once, a thousand do not.
   const restartBurst = Number.isFinite(maxRestartsPerSecond) ? Math.max(1, Math.ceil(maxRestartsPerSecond)) : 1;

@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import type { V1Secret } from '@kubernetes/client-node';
+import { coreV1, type CoreV1 } from '../kube/api-clients.js';
+import type { KubeAccess } from '../kube/kube-client.js';
 import { statusCode } from '../kube/api-status.js';
 
 /** rollguard's own Secret, in its namespace, holding the HMAC keys of the data digests: key id → key. */
@@ -39,14 +41,14 @@ export function newKeyId(now: Date): string {
 export class DigestKeySource {
   private loaded?: { keys: DigestKeys; at: number };
   private pending?: Promise<DigestKeys>;
-  private readonly core: CoreV1Api;
+  private readonly core: CoreV1;
 
   constructor(
-    kubeConfig: KubeConfig,
+    kubeConfig: KubeAccess,
     private readonly namespace: string,
     private readonly now: () => number = Date.now,
   ) {
-    this.core = kubeConfig.makeApiClient(CoreV1Api);
+    this.core = coreV1(kubeConfig);
   }
 
   async keys(): Promise<DigestKeys> {

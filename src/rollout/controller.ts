@@ -1,4 +1,6 @@
-import { AppsV1Api, CoreV1Api, type KubeConfig, type V1StatefulSet } from '@kubernetes/client-node';
+import type { V1StatefulSet } from '@kubernetes/client-node';
+import { appsV1, coreV1 } from '../kube/api-clients.js';
+import type { KubeAccess } from '../kube/kube-client.js';
 import type { Logger } from 'pino';
 import type { EventRecorder } from '../kube/events.js';
 import { Controller, type ControllerStatus, type Wake } from '../kube/controller.js';
@@ -33,7 +35,7 @@ export const DEFAULT_ROLLOUT_RESYNC_PERIOD_MS = 5 * 60_000;
 const POD_KIND_LABEL = 'Pod';
 
 export interface RolloutControllerOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   /** Namespaces to watch; undefined: all. */
   namespaces: string[] | undefined;
   /**
@@ -136,8 +138,8 @@ export function createRolloutController(opts: RolloutControllerOptions): Rollout
   const { metrics } = opts;
   const log = opts.logger.child({ component: 'rollout' });
   const api = new RawApi(opts.kubeConfig);
-  const apps = opts.kubeConfig.makeApiClient(AppsV1Api);
-  const core = opts.kubeConfig.makeApiClient(CoreV1Api);
+  const apps = appsV1(opts.kubeConfig);
+  const core = coreV1(opts.kubeConfig);
   const healthCheckTimeoutMs = opts.healthCheckTimeoutMs ?? HEALTH_CHECK_TIMEOUT_MS;
   const targets = apiTargetLookups(core);
   // without a shared cache the controller lists and watches the labelled sets itself, during its terms

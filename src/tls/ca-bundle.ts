@@ -1,4 +1,5 @@
-import { AdmissionregistrationV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { admissionregistrationV1, type AdmissionregistrationV1 } from '../kube/api-clients.js';
+import type { KubeAccess } from '../kube/kube-client.js';
 import type { Logger } from 'pino';
 import type { Runnable } from '../manager.js';
 import { NamedObjectWatch } from './named-object-watch.js';
@@ -82,7 +83,7 @@ const PLURAL: Record<WebhookConfigurationKind, string> = {
 };
 
 export interface CaBundleInjectorOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   kind: WebhookConfigurationKind;
   name: string;
   /**
@@ -100,7 +101,7 @@ export interface CaBundleInjectorOptions {
  */
 export class CaBundleInjector implements Runnable {
   readonly name: string;
-  private readonly api: AdmissionregistrationV1Api;
+  private readonly api: AdmissionregistrationV1;
   private readonly watch: NamedObjectWatch;
   private readonly log: Logger;
   private observed: ObservedWebhookConfiguration | undefined;
@@ -111,7 +112,7 @@ export class CaBundleInjector implements Runnable {
   constructor(private readonly opts: CaBundleInjectorOptions) {
     this.name = `ca-bundle-injector ${opts.kind} ${opts.name}`;
     this.log = opts.logger.child({ component: 'ca-bundle-injector', webhookConfiguration: `${opts.kind}/${opts.name}` });
-    this.api = opts.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+    this.api = admissionregistrationV1(opts.kubeConfig);
     this.watch = new NamedObjectWatch({
       kubeConfig: opts.kubeConfig,
       resource: { group: 'admissionregistration.k8s.io', version: 'v1', plural: PLURAL[opts.kind] },

@@ -1,4 +1,4 @@
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeAccess } from '../kube/kube-client.js';
 import type { Logger } from 'pino';
 import type { Runnable } from '../manager.js';
 import { certificateFingerprint, type ServingKeyPair } from './certificates.js';
@@ -6,7 +6,7 @@ import { NamedObjectWatch } from './named-object-watch.js';
 import { secretContents, servingIssuerPem, type SecretContents } from './secret-store.js';
 
 export interface SecretCertificateWatcherOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   namespace: string;
   secretName: string;
   logger: Logger;

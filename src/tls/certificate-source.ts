@@ -1,4 +1,5 @@
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { coreV1 } from '../kube/api-clients.js';
+import type { KubeAccess } from '../kube/kube-client.js';
 import type { Logger } from 'pino';
 import type { Runnable } from '../manager.js';
 import type { Metrics } from '../metrics.js';
@@ -43,7 +44,7 @@ export interface CertificateSourceOptions extends Omit<RenewalPolicyOptions, 'se
   tlsKeyFile?: string;
   fileCheckIntervalMs?: number;
 
-  kubeConfig?: KubeConfig;
+  kubeConfig?: KubeAccess;
   /** rollguard's namespace, where the Secret lives and the Service is */
   namespace?: string;
   secretName?: string;
@@ -137,7 +138,7 @@ class SelfManagedSource implements CertificateSource {
     this.name = `certificates (Secret ${opts.namespace}/${opts.secretName})`;
     this.log = opts.logger.child({ component: 'certificates' });
     const policy = renewalPolicy(opts);
-    this.store = new SecretStore(opts.kubeConfig.makeApiClient(CoreV1Api), opts.namespace, opts.secretName);
+    this.store = new SecretStore(coreV1(opts.kubeConfig), opts.namespace, opts.secretName);
     this.watcher = new SecretCertificateWatcher({
       kubeConfig: opts.kubeConfig,
       namespace: opts.namespace,

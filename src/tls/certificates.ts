@@ -1,5 +1,16 @@
 import crypto from 'node:crypto';
-import forge from 'node-forge';
+import type forge from 'node-forge';
+
+type Forge = typeof forge;
+
+/**
+ * node-forge makes certificates (Node's crypto cannot); it is loaded when one is made, not at
+ * start-up: a replica serving files or a stored Secret never needs it (about 8 MB of RSS).
+ * Certificates are read with node:crypto's X509Certificate.
+ */
+async function loadForge(): Promise<Forge> {
+  return (await import('node-forge')).default;
+}
 
 export interface KeyPairPem {
   certPem: string;
@@ -36,21 +47,21 @@ export interface LeafOptions extends CertificateOptions {
 /** Certificates start this far in the past so a peer whose clock lags still accepts them. */
 export const CLOCK_SKEW_ALLOWANCE_SECONDS = 300;
 
-function generateKeyPair(bits: number): Promise<forge.pki.rsa.KeyPair> {
+function generateKeyPair(forge: Forge, bits: number): Promise<forge.pki.rsa.KeyPair> {
   // forge hands this to Node's native crypto when called with a callback: no event-loop stall
   return new Promise((resolve, reject) => {
     forge.pki.rsa.generateKeyPair({ bits, e: 0x10001 }, (err, keys) => (err ? reject(err) : resolve(keys)));
   });
 }
 
-function randomSerial(): string {
+function randomSerial(forge: Forge): string {
   // positive 128-bit serial: the high bit of the first byte cleared
   const bytes = forge.random.getBytesSync(16);
   const first = (bytes.charCodeAt(0) & 0x7f) | 0x01;
   return forge.util.bytesToHex(String.fromCharCode(first) + bytes.slice(1));
 }
 
-function messageDigest(digest: SignatureDigest = DEFAULT_SIGNATURE_DIGEST): forge.md.MessageDigest {
+function messageDigest(forge: Forge, digest: SignatureDigest = DEFAULT_SIGNATURE_DIGEST): forge.md.MessageDigest {
   switch (digest) {
     case 'sha256':
       return forge.md.sha256.create();
@@ -68,10 +79,11 @@ function validity(cert: forge.pki.Certificate, opts: CertificateOptions): void {
 }
 
 export async function createCertificateAuthority(opts: CertificateOptions): Promise<KeyPairPem> {
-  const keys = await generateKeyPair(opts.keyBits);
+  const forge = await loadForge();
+  const keys = await generateKeyPair(forge, opts.keyBits);
   const cert = forge.pki.createCertificate();
   cert.publicKey = keys.publicKey;
-  cert.serialNumber = randomSerial();
+  cert.serialNumber = randomSerial(forge);
   validity(cert, opts);
   const subject = [{ name: 'commonName', value: opts.commonName }];
   cert.setSubject(subject);
@@ -81,17 +93,18 @@ export async function createCertificateAuthority(opts: CertificateOptions): Prom
     { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
     { name: 'subjectKeyIdentifier' },
   ]);
-  cert.sign(keys.privateKey, messageDigest(opts.digest));
+  cert.sign(keys.privateKey, messageDigest(forge, opts.digest));
   return { certPem: forge.pki.certificateToPem(cert), keyPem: forge.pki.privateKeyToPem(keys.privateKey) };
 }
 
 export async function createSignedCertificate(ca: KeyPairPem, opts: LeafOptions): Promise<KeyPairPem> {
+  const forge = await loadForge();
   const caCert = forge.pki.certificateFromPem(ca.certPem);
   const caKey = forge.pki.privateKeyFromPem(ca.keyPem);
-  const keys = await generateKeyPair(opts.keyBits);
+  const keys = await generateKeyPair(forge, opts.keyBits);
   const cert = forge.pki.createCertificate();
   cert.publicKey = keys.publicKey;
-  cert.serialNumber = randomSerial();
+  cert.serialNumber = randomSerial(forge);
   validity(cert, opts);
   const subject: forge.pki.CertificateField[] = [{ name: 'commonName', value: opts.commonName }];
   for (const org of opts.organizations ?? []) subject.push({ name: 'organizationName', value: org });
@@ -114,7 +127,7 @@ export async function createSignedCertificate(ca: KeyPairPem, opts: LeafOptions)
   ];
   if (altNames.length > 0) extensions.push({ name: 'subjectAltName', altNames });
   cert.setExtensions(extensions);
-  cert.sign(caKey, messageDigest(opts.digest));
+  cert.sign(caKey, messageDigest(forge, opts.digest));
   return { certPem: forge.pki.certificateToPem(cert), keyPem: forge.pki.privateKeyToPem(keys.privateKey) };
 }
 
@@ -130,27 +143,49 @@ export interface CertificateInfo {
 
 /** Reads the facts of the first certificate in a PEM; throws with a reason when it is not one. */
 export function certificateInfo(pem: string): CertificateInfo {
-  const cert = forge.pki.certificateFromPem(pem);
-  const san = cert.getExtension('subjectAltName') as { altNames?: { type: number; value?: string; ip?: string }[] } | null;
-  const basic = cert.getExtension('basicConstraints') as { cA?: boolean } | null;
-  const cn = (attrs: forge.pki.CertificateField[]): string =>
-    String(attrs.find((a) => a.name === 'commonName')?.value ?? '');
+  if (!pem.includes('-----BEGIN CERTIFICATE-----')) throw new Error('Invalid PEM formatted message: no certificate');
+  const cert = new crypto.X509Certificate(pem);
+  // "CN=name\nO=org": one attribute a line
+  const cn = (name: string): string => name.split('\n').find((line) => line.startsWith('CN='))?.slice('CN='.length) ?? '';
+  const names = splitAltNames(cert.subjectAltName);
   return {
-    subject: cn(cert.subject.attributes),
-    issuer: cn(cert.issuer.attributes),
-    notBefore: cert.validity.notBefore,
-    notAfter: cert.validity.notAfter,
-    dnsNames: (san?.altNames ?? []).filter((n) => n.type === 2).map((n) => String(n.value)),
-    ipAddresses: (san?.altNames ?? []).filter((n) => n.type === 7).map((n) => String(n.ip)),
-    isCA: basic?.cA === true,
+    subject: cn(cert.subject),
+    issuer: cn(cert.issuer),
+    notBefore: cert.validFromDate,
+    notAfter: cert.validToDate,
+    dnsNames: names.filter((n) => n.startsWith('DNS:')).map((n) => n.slice('DNS:'.length)),
+    ipAddresses: names.filter((n) => n.startsWith('IP Address:')).map((n) => canonicalIp(n.slice('IP Address:'.length))),
+    isCA: cert.ca,
   };
+}
+
+/** "DNS:a, IP Address:1.2.3.4" (a name with a comma or quote comes quoted, JSON-style) */
+function splitAltNames(san: string | undefined): string[] {
+  if (!san) return [];
+  const out: string[] = [];
+  for (const m of san.matchAll(/(?:^|, )([A-Za-z ]+:)("(?:[^"\\]|\\.)*"|[^,]*)/g)) {
+    const value = m[2]!.startsWith('"') ? (JSON.parse(m[2]!) as string) : m[2]!;
+    out.push(`${m[1]}${value}`);
+  }
+  return out;
+}
+
+/** An IPv6 address as forge and net.SocketAddress print it (OpenSSL prints every group, upper case). */
+function canonicalIp(ip: string): string {
+  if (!ip.includes(':')) return ip;
+  try {
+    return new URL(`http://[${ip}]/`).hostname.slice(1, -1);
+  } catch {
+    return ip.toLowerCase();
+  }
 }
 
 /** True when `leafPem` was signed by the key of `caPem`. */
 export function isSignedBy(leafPem: string, caPem: string): boolean {
   try {
-    const ca = forge.pki.certificateFromPem(caPem);
-    return ca.verify(forge.pki.certificateFromPem(leafPem));
+    const ca = new crypto.X509Certificate(caPem);
+    const leaf = new crypto.X509Certificate(leafPem);
+    return leaf.checkIssued(ca) && leaf.verify(ca.publicKey);
   } catch {
     return false;
   }

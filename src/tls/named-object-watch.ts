@@ -1,4 +1,4 @@
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeAccess } from '../kube/kube-client.js';
 import type { Logger } from 'pino';
 import { RawApi } from '../kube/raw-api.js';
 import { RETRY_JITTER, Reflector, resourceUrlPath, type ResourcePath } from '../kube/reflector.js';
@@ -17,7 +17,7 @@ const WATCH_IDLE_SLACK_MS = 5_000;
 const JSON_ACCEPT = 'application/json';
 
 export interface NamedObjectWatchOptions {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   resource: ResourcePath;
   /** undefined for a cluster-scoped resource */
   namespace?: string;

@@ -1,6 +1,8 @@
-import { ApiException, type CoreV1Api, type V1Secret } from '@kubernetes/client-node';
+import type { V1Secret } from '@kubernetes/client-node';
+import type { CoreV1 } from '../kube/api-clients.js';
 import { certificateInfo, isSignedBy, keyMatchesCertificate, type KeyPairPem } from './certificates.js';
 import { isJsonObject } from '../kube/json.js';
+import { statusCode } from '../kube/api-status.js';
 
 /** The Secret type a TLS key pair is kept in; its tls.crt and tls.key are what other tools expect. */
 export const SECRET_TYPE = 'kubernetes.io/tls';
@@ -132,7 +134,7 @@ function secretData(bundle: CertificateBundle): Record<string, string> {
 }
 
 function apiCode(err: unknown): number | undefined {
-  return err instanceof ApiException ? err.code : undefined;
+  return statusCode(err);
 }
 
 /**
@@ -142,7 +144,7 @@ function apiCode(err: unknown): number | undefined {
  */
 export class SecretStore {
   constructor(
-    private readonly core: CoreV1Api,
+    private readonly core: CoreV1,
     readonly namespace: string,
     readonly name: string,
   ) {}

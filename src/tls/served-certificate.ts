@@ -1,6 +1,7 @@
 import { X509Certificate } from 'node:crypto';
 import tls from 'node:tls';
-import { DiscoveryV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { listNamespacedEndpointSlice } from '../kube/api-clients.js';
+import type { KubeAccess } from '../kube/kube-client.js';
 
 /** A replica that does not finish the handshake within this counts as not serving the certificate yet. */
 const HANDSHAKE_TIMEOUT_MS = 2_000;
@@ -14,16 +15,15 @@ const WEBHOOK_PORT_NAME = 'webhook';
  * "not known", never "all".
  */
 export function servedByEveryEndpoint(opts: {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeAccess;
   namespace: string;
   serviceName: string;
   /** the name the API server verifies: <service>.<namespace>.svc */
   serverName: string;
 }): (certPem: string) => Promise<boolean> {
-  const discovery = opts.kubeConfig.makeApiClient(DiscoveryV1Api);
-  return async (certPem) => {
+    return async (certPem) => {
     const want = new X509Certificate(certPem).fingerprint256;
-    const slices = await discovery.listNamespacedEndpointSlice({ namespace: opts.namespace, labelSelector: `${SERVICE_NAME_LABEL}=${opts.serviceName}` });
+    const slices = await listNamespacedEndpointSlice(opts.kubeConfig, { namespace: opts.namespace, labelSelector: `${SERVICE_NAME_LABEL}=${opts.serviceName}` });
     const targets = slices.items.flatMap((slice) => {
       const port = (slice.ports ?? []).find((p) => p.name === WEBHOOK_PORT_NAME)?.port ?? slice.ports?.[0]?.port;
       if (port === undefined) return [];

@@ -6,6 +6,7 @@ import {
   certificateInfo,
   certificateNotAfter,
   createCertificateAuthority,
+  createSignedCertificate,
   isSignedBy,
   issuedAt,
   keyMatchesCertificate,
@@ -123,5 +124,35 @@ describe('certificates the rotator issues', () => {
       now: NOW,
     });
     expect(dropped.previousCaPem).toBeUndefined();
+  });
+});
+
+describe('reading a certificate without node-forge', () => {
+  it('certificateInfo reads what forge reads: names, alt names (IPv6 in its short form), validity, CA flag; isSignedBy checks the signature', async () => {
+    const ca = await createCertificateAuthority({ commonName: 'info-ca', validitySeconds: 3600, keyBits: 2048 });
+    const leaf = await createSignedCertificate(ca, {
+      commonName: 'svc.ns.svc',
+      dnsNames: ['svc', 'svc.ns.svc'],
+      ipAddresses: ['127.0.0.1', 'fd00::1'],
+      usage: 'server',
+      validitySeconds: 600,
+      keyBits: 2048,
+    });
+    const info = certificateInfo(leaf.certPem);
+    const forged = forge.pki.certificateFromPem(leaf.certPem);
+    expect(info).toEqual({
+      subject: 'svc.ns.svc',
+      issuer: 'info-ca',
+      notBefore: forged.validity.notBefore,
+      notAfter: forged.validity.notAfter,
+      dnsNames: ['svc', 'svc.ns.svc'],
+      ipAddresses: ['127.0.0.1', 'fd00::1'],
+      isCA: false,
+    });
+    expect(certificateInfo(ca.certPem).isCA).toBe(true);
+    expect(isSignedBy(leaf.certPem, ca.certPem)).toBe(true);
+    const other = await createCertificateAuthority({ commonName: 'info-ca', validitySeconds: 3600, keyBits: 2048 });
+    expect(isSignedBy(leaf.certPem, other.certPem), 'same issuer name, another key').toBe(false);
+    expect(() => certificateInfo('not a certificate')).toThrow();
   });
 });
