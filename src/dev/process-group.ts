@@ -32,7 +32,9 @@ export class ProcessGroup {
   launch(name: string, binary: string, args: string[]): GroupProcess {
     const logFile = path.join(this.dir, `${name}.log`);
     const fd = fs.openSync(logFile, 'a');
-    const child = spawn(binary, args, { stdio: ['ignore', fd, fd] });
+    // a session of its own: a terminal's Ctrl-C goes to the whole foreground group, and containerd
+    // killed by it before the stop has removed the pods left their shims and containers running
+    const child = spawn(binary, args, { stdio: ['ignore', fd, fd], detached: true });
     fs.closeSync(fd);
     const proc: GroupProcess = { name, child, logFile, exited: Promise.resolve() };
     proc.exited = new Promise((resolve) => {
