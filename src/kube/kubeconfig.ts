@@ -1,13 +1,10 @@
-import { createHash } from 'node:crypto';
 import https from 'node:https';
 import { KubeConfig, ServerConfiguration, createConfiguration, setHeaderMiddleware, type ApiConstructor, type ApiType } from '@kubernetes/client-node';
 import { Agent } from 'undici';
-import { USER_AGENT } from './kube-client.js';
+import { IDLE_SOCKET_MS, USER_AGENT, kept, tlsIdentity } from './kube-client.js';
 
 type RequestContext = Parameters<KubeConfig['applySecurityAuthentication']>[0];
 
-/** Identities kept at once: a client certificate that rotates leaves one old pool behind, not one per rotation. */
-const POOLS_KEPT = 2;
 /**
  * rollguard's calls through client-node are short (a patch, an Event, a Lease, a Secret): an
  * answer that has not begun, or a body that stalls, this long is a dead connection (half-open
@@ -15,11 +12,6 @@ const POOLS_KEPT = 2;
  * Watches and lists go through `raw-api.ts`, not here.
  */
 const CALL_TIMEOUT_MS = 30_000;
-/**
- * A kept-alive node:https socket idle this long is closed: the next short GET opens a fresh one
- * rather than trust a connection a NAT or load balancer may have dropped meanwhile.
- */
-const IDLE_SOCKET_MS = 4_000;
 
 /**
  * A KubeConfig whose API clients keep their connections. client-node 2.0 builds a new
@@ -90,37 +82,6 @@ export class PooledKubeConfig extends KubeConfig {
     const pool = kept(this.pools, tlsIdentity(cluster?.server ?? '', opts), made, (stale) => stale.close().catch(() => undefined));
     if (pool) context.setDispatcher(pool);
   }
-}
-
-/**
- * The pool kept for `identity`, made when there is none; the newest POOLS_KEPT stay, the
- * older ones are retired (a rotated client certificate leaves one behind, not one per rotation).
- * Of node:https requests (raw-api.ts) only those with a deadline are pooled: a kept-alive
- * socket that went half-open held the next list with no timeout (faults-watch-silent.test.ts
- * caught it); lists and watches open a connection each, as client-node makes them.
- */
-function kept<T>(pools: Map<string, T>, identity: string, make: () => T | undefined, retire: (stale: T) => void): T | undefined {
-  const known = pools.get(identity);
-  if (known) return known;
-  const pool = make();
-  if (pool === undefined) return undefined;
-  pools.set(identity, pool);
-  for (const [old, stale] of pools) {
-    if (pools.size <= POOLS_KEPT) break;
-    pools.delete(old);
-    retire(stale);
-  }
-  return pool;
-}
-
-function tlsIdentity(server: string, opts: https.RequestOptions): string {
-  const hash = createHash('sha256').update(server).update('\0');
-  for (const part of [opts.ca, opts.cert, opts.key, opts.pfx]) {
-    for (const piece of Array.isArray(part) ? part : [part]) hash.update(typeof piece === 'string' || Buffer.isBuffer(piece) ? piece : '-');
-    hash.update('\0');
-  }
-  hash.update(`${String(opts.passphrase)}\0${String(opts.rejectUnauthorized)}\0${String(opts.servername)}`);
-  return hash.digest('hex');
 }
 
 /** The kubeconfig at `path`, or the default (in-cluster, $KUBECONFIG, ~/.kube/config). */
