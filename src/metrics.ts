@@ -92,7 +92,7 @@ export function createMetrics(registry = new Registry()) {
     }),
     dataReads: new Counter({
       name: 'rollguard_data_reads_total',
-      help: 'GETs of a referenced object to digest its data (one per changed object, shared by the sets that reference it), by kind',
+      help: 'Reads of a referenced object to digest its data (a GET per changed object, shared by the sets that reference it; a LIST at the exact version a template names when no record covers it), by kind',
       labelNames: ['kind'],
       registers: r,
     }),

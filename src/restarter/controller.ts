@@ -289,6 +289,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
       ? {
           data: {
             read: (kind, namespace, name, seen) => digestReader.read(kind, namespace, name, seen),
+            readAt: (kind, namespace, name, version) => digestReader.readAt(kind, namespace, name, version),
             currentKeyId: async () => (await digestKeys.keys()).currentId,
           },
         }

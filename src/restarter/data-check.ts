@@ -110,6 +110,16 @@ export function needsBaseline(stored: string, record: DigestRecord | undefined, 
   return !recordCovers(record, stored, reads) || record.keyId !== currentKeyId;
 }
 
+/**
+ * Whether a planned bump from `stored` has nothing to be judged against: no record covers the
+ * stored version (a set created just before its object changed, the loop never saw it at that
+ * version). Then the object as it was at `stored` is read from the API server's history, and
+ * its digests are the record (baselineRecord).
+ */
+export function needsHistory(item: DataCheckItem, step: DataStep): step is Extract<DataStep, { why: 'bump' }> {
+  return step.read && step.why === 'bump' && !recordCovers(item.record, step.stored, item.reads);
+}
+
 /** One planned reference of a workload, as the data check sees it. */
 export interface DataCheckItem {
   /** What the plan would write (its `value`). */

@@ -1,9 +1,9 @@
 import type { RawApi } from '../kube/raw-api.js';
-import { isNotFound } from '../kube/raw-api.js';
+import { isNotFound, isResourceExpired } from '../kube/raw-api.js';
 import { dataDigests, type KeyDigests, type ObjectData } from './digests.js';
 import type { DigestKeys } from './digest-key.js';
 import type { ObjectKind } from './references.js';
-import { ABSENT } from './versions.js';
+import { ABSENT, parseAnnotationValue } from './versions.js';
 
 /** One object's data digests as the API server has it now; the data itself is gone once these are computed. */
 export interface DigestRead {
@@ -31,6 +31,8 @@ const PLURALS: Record<ObjectKind, string> = { ConfigMap: 'configmaps', Secret: '
 function objectId(kind: ObjectKind, namespace: string, name: string): string {
   return `${kind}/${namespace}/${name}`;
 }
+
+type StoredObject = ObjectData & { metadata?: { uid?: string; resourceVersion?: string }; immutable?: unknown };
 
 interface Remembered {
   /** The version the cache showed when the read was made. */
@@ -97,10 +99,34 @@ export class DigestReader {
     }
   }
 
+  /**
+   * The digests of the object as it was at `version` (`<uid>/<resourceVersion>`), read from the API
+   * server's history (a LIST at that exact revision): the baseline of a template value that no
+   * record covers, once the object moved on. undefined: that revision is compacted away, or the
+   * object was not that version then. Not remembered: it is asked for once per such value.
+   */
+  async readAt(kind: ObjectKind, namespace: string, name: string, version: string): Promise<DigestRead | undefined> {
+    const at = parseAnnotationValue(version);
+    if (at.kind !== 'version') return undefined;
+    const keys = await this.keys();
+    this.counted(kind);
+    const query = new URLSearchParams({ fieldSelector: `metadata.name=${name}`, resourceVersion: String(at.resourceVersion), resourceVersionMatch: 'Exact' });
+    let list: { items?: StoredObject[] };
+    try {
+      const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/${PLURALS[kind]}?${query}`;
+      list = (await this.api.getJson({ path, accept: 'application/json', timeoutMs: DATA_GET_TIMEOUT_MS })) as typeof list;
+    } catch (err) {
+      if (isResourceExpired(err)) return undefined;
+      throw err;
+    }
+    const object = list.items?.find((o) => o.metadata?.uid === at.uid && o.metadata?.resourceVersion === String(at.resourceVersion));
+    return object ? this.digestsOf(kind, object, keys) : undefined;
+  }
+
   private async fetch(kind: ObjectKind, namespace: string, name: string): Promise<DigestRead> {
     const keys = await this.keys();
     this.counted(kind);
-    let object: ObjectData & { metadata?: { uid?: string; resourceVersion?: string }; immutable?: unknown };
+    let object: StoredObject;
     try {
       const path = `/api/v1/namespaces/${encodeURIComponent(namespace)}/${PLURALS[kind]}/${encodeURIComponent(name)}`;
       object = (await this.api.getJson({ path, accept: 'application/json', timeoutMs: DATA_GET_TIMEOUT_MS })) as typeof object;
@@ -108,6 +134,10 @@ export class DigestReader {
       if (isNotFound(err)) return { version: ABSENT, digests: new Map() };
       throw err;
     }
+    return this.digestsOf(kind, object, keys);
+  }
+
+  private digestsOf(kind: ObjectKind, object: StoredObject, keys: DigestKeys): DigestRead {
     const digests = new Map<string, KeyDigests>();
     for (const [keyId, key] of keys.keys) digests.set(keyId, dataDigests(kind, object, key));
     const version = `${object.metadata?.uid ?? ''}/${object.metadata?.resourceVersion ?? ''}`;

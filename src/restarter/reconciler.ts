@@ -39,7 +39,7 @@ import {
   unsupportedMessage,
   type StatefulSetOnlyFeature,
 } from './kind-features.js';
-import { checkedPlan, dataOutcome, dataStep, needsBaseline, type DataCheckItem, type DataOutcome, type InPlaceChange } from './data-check.js';
+import { baselineRecord, checkedPlan, dataOutcome, dataStep, needsBaseline, needsHistory, type DataCheckItem, type DataOutcome, type InPlaceChange } from './data-check.js';
 import type { DigestRead } from './digest-reader.js';
 import { DIGESTS_ANNOTATION, parseDigestRecords } from './digests.js';
 import { templateAnnotationOps, workloadAnnotationOps } from './patch.js';
@@ -124,6 +124,8 @@ export interface ReconcilerDeps {
    */
   data?: {
     read(kind: ObjectKind, namespace: string, name: string, seen: string): Promise<DigestRead>;
+    /** The object as it was at `version`, from the API server's history; undefined: compacted away, or not that version. */
+    readAt?(kind: ObjectKind, namespace: string, name: string, version: string): Promise<DigestRead | undefined>;
     currentKeyId(): Promise<string>;
   };
   /** TIMING_ANNOTATION's value (timing.ts formatTiming), carried by the writes of the set's annotations; omitted: not written. */
@@ -710,6 +712,21 @@ export class RestarterReconciler implements Reconciler {
         return undefined;
       }
     };
+    // a Deployment keeps no record but with a template write: a baseline from history would be read again on every reconcile
+    const history = data.readAt && plan.dialect.baselineDigests && !annotationWritesBumpGeneration(ref.kind) ? data.readAt.bind(data) : undefined;
+    const readHistory = async (item: DataCheckItem, stored: string): Promise<DigestRecord | undefined> => {
+      const { kind, name } = item.planned;
+      try {
+        const read = await history?.(kind, namespace, name, stored);
+        const made = read ? baselineRecord(stored, undefined, read, currentKeyId) : undefined;
+        this.deps.logger.debug({ workload: ref.key, kind, object: name, stored, found: made !== undefined }, `${describeWorkload(ref)}: no digest record for ${kind} ${name} at ${stored}; ${made ? 'read it from the API server\'s history' : 'that version is no longer in the API server\'s history: the bump rolls'}`);
+        return made;
+      } catch (err) {
+        this.deps.metrics.dataCheckFailures?.inc({ reason: 'read' });
+        this.deps.logger.warn({ workload: ref.key, kind, object: name, err: errorText(err) }, `${describeWorkload(ref)}: reading ${kind} ${name} at ${stored} for its data digest failed (${errorText(err)}); a bump rolls without a data check`);
+        return undefined;
+      }
+    };
     const namespace = plan.set.metadata?.namespace ?? '';
     const template = plan.set.spec?.template?.metadata?.annotations ?? {};
     const records = parseDigestRecords(plan.set.metadata?.annotations);
@@ -730,9 +747,11 @@ export class RestarterReconciler implements Reconciler {
       };
     });
     const outcomes: DataOutcome[] = [];
+    const checked: DataCheckItem[] = [];
     const missing = [...plan.missing];
-    for (const item of items) {
-      const step = dataStep(item, plan.dialect, currentKeyId, () => this.cachedAt(item.planned, namespace, item.record, item.reads ?? 'all'));
+    for (const given of items) {
+      const step = dataStep(given, plan.dialect, currentKeyId, () => this.cachedAt(given.planned, namespace, given.record, given.reads ?? 'all'));
+      const item = history && needsHistory(given, step) ? { ...given, record: (await readHistory(given, step.stored)) ?? given.record } : given;
       const outcome = dataOutcome(item, step, step.read ? await readData(item.planned) : undefined, currentKeyId);
       if (outcome.metadataOnly) {
         const { kind, name } = item.planned;
@@ -753,9 +772,10 @@ export class RestarterReconciler implements Reconciler {
         const { kind, name, key } = item.planned;
         missing.push({ key, kind, name, stored: outcome.missingKeys.from, keys: outcome.missingKeys.keys });
       }
+      checked.push(item);
       outcomes.push(outcome);
     }
-    return { ...plan, missing, ...checkedPlan(items, outcomes, template, plan.set.metadata?.annotations?.[DIGESTS_ANNOTATION] ?? null, plan.dialect) };
+    return { ...plan, missing, ...checkedPlan(checked, outcomes, template, plan.set.metadata?.annotations?.[DIGESTS_ANNOTATION] ?? null, plan.dialect) };
   }
 
   /**

@@ -116,4 +116,30 @@ describe('DigestReader', () => {
       { seed: 25, numRuns: 200 },
     );
   });
+  it('reads an object at one exact revision of the history: the item of that uid and version, none when compacted away or not that version then', async () => {
+    const at = (uid: string, rv: string, value: string) => ({ metadata: { uid, resourceVersion: rv }, data: { a: value } });
+    let answer: () => unknown = () => ({ items: [at('u', '7', 'one')] });
+    const { api, paths } = fakeApi(() => answer());
+    const reader = new DigestReader(api, KEYS);
+    const read = await reader.readAt('ConfigMap', 'ns', 'app', 'u/7');
+    expect(paths).toEqual(['/api/v1/namespaces/ns/configmaps?fieldSelector=metadata.name%3Dapp&resourceVersion=7&resourceVersionMatch=Exact']);
+    expect(read?.version).toBe('u/7');
+    expect(read?.digests).toEqual((await new DigestReader(fakeApi(() => at('u', '7', 'one')).api, KEYS).read('ConfigMap', 'ns', 'app', 'u/7')).digests);
+    // a re-created object of the same name, and the object at a later version: not the one asked for
+    answer = () => ({ items: [at('other', '7', 'one')] });
+    expect(await reader.readAt('ConfigMap', 'ns', 'app', 'u/7')).toBeUndefined();
+    answer = () => ({ items: [at('u', '9', 'two')] });
+    expect(await reader.readAt('ConfigMap', 'ns', 'app', 'u/7')).toBeUndefined();
+    answer = () => {
+      throw new ApiStatusError('GET', '/x', 410, 'Expired', 'The resourceVersion for the provided list is too old.');
+    };
+    expect(await reader.readAt('ConfigMap', 'ns', 'app', 'u/7')).toBeUndefined();
+    answer = () => {
+      throw new ApiStatusError('GET', '/x', 403, 'Forbidden', '');
+    };
+    await expect(reader.readAt('ConfigMap', 'ns', 'app', 'u/7')).rejects.toThrow();
+    // a value that names no version reads nothing
+    expect(await reader.readAt('ConfigMap', 'ns', 'app', 'absent')).toBeUndefined();
+    expect(paths).toHaveLength(5);
+  });
 });
