@@ -366,6 +366,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
       'restarter.reconciler.told_unsupported': reconcile.told_unsupported,
       'restarter.reconciler.told_missing': reconcile.told_missing,
       'restarter.reconciler.told_due': reconcile.told_due,
+      'restarter.reconciler.last_writes': reconcile.last_writes,
     };
   };
 

@@ -245,6 +245,12 @@ export class RestarterReconciler implements Reconciler {
   private readonly toldMissing = new Map<string, { text: string; what: string; uid: string }>();
   /** Workloads whose EVENT_DUE_ANNOTATION (the value) has its Event stored: not told again, and removed where that is free. */
   private readonly toldDue = new Map<string, string>();
+  /**
+   * Each set's last template write by this process: the floor counts from it too, so a PUT that
+   * drops rollguard.io/last-restart-at while the webhook is down (kubectl replace of a manifest
+   * without it) does not let the next write roll at once.
+   */
+  private readonly lastWrites = new Map<string, { uid: string; at: number }>();
   private readonly now: () => Date;
   /** The digest key id last seen; a record under another one is re-keyed (a rotation). */
   private keyId?: string;
@@ -254,7 +260,7 @@ export class RestarterReconciler implements Reconciler {
   }
 
   /** How many workloads each per-workload map holds; for /status (`memory`). */
-  memory(): { lag_since: number; held_since: number; in_doubt: number; deferred: number; told_unsupported: number; told_missing: number; told_due: number } {
+  memory(): { lag_since: number; held_since: number; in_doubt: number; deferred: number; told_unsupported: number; told_missing: number; told_due: number; last_writes: number } {
     return {
       told_missing: this.toldMissing.size,
       told_due: this.toldDue.size,
@@ -263,6 +269,7 @@ export class RestarterReconciler implements Reconciler {
       in_doubt: this.inDoubt.size,
       deferred: this.deferred.size,
       told_unsupported: this.toldUnsupported.size,
+      last_writes: this.lastWrites.size,
     };
   }
 
@@ -321,7 +328,7 @@ export class RestarterReconciler implements Reconciler {
     await this.tellMissing(ref, plan.set, plan.missing);
     if (plan.changes.length === 0) return this.writeFrozen(ref, plan);
 
-    const wait = this.floorWait(plan.set);
+    const wait = this.floorWait(ref.key, plan.set);
     if (wait > 0) return this.defer(ref, plan, wait);
 
     await deps.restartLimiter.take(signal);
@@ -345,6 +352,7 @@ export class RestarterReconciler implements Reconciler {
     this.toldUnsupported.delete(key);
     this.toldMissing.delete(key);
     this.toldDue.delete(key);
+    this.lastWrites.delete(key);
   }
 
   private forget(ref: WorkloadRef): RestarterReconcileResult {
@@ -538,8 +546,11 @@ export class RestarterReconciler implements Reconciler {
     await this.warn(ref, set, { metric: 'foreign_version', reason: REASON_FOREIGN_VERSION, message, fields: { kind: held.kind, name: held.name, stored: held.stored, now } });
   }
 
-  private floorWait(set: Workload): number {
-    const last = lastRestartOf(set);
+  private floorWait(key: string, set: Workload): number {
+    const written = this.lastWrites.get(key);
+    const own = written && written.uid === set.metadata?.uid ? written.at : undefined;
+    const stored = lastRestartOf(set);
+    const last = own === undefined ? stored : Math.max(own, stored ?? own);
     if (last === undefined || this.deps.minRestartIntervalMs <= 0) return 0;
     return Math.max(0, last + this.deps.minRestartIntervalMs - this.now().getTime());
   }
@@ -583,6 +594,7 @@ export class RestarterReconciler implements Reconciler {
     }
     this.inDoubt.delete(ref.key);
     this.deferred.delete(ref.key);
+    this.lastWrites.set(ref.key, { uid: set.metadata?.uid ?? '', at: Date.parse(at) });
     await this.tellRestart(ref, set, patched, reason, changes, due, false);
     return { patched: reason };
   }

@@ -213,6 +213,52 @@ describe('kubectl replace bypasses no restart floor and no data check', () => {
   });
 });
 
+// Found by the model checker (seed 1025929423, trace of 5 operations): with the webhook down, a
+// kubectl replace of the manifest drops rollguard's annotations from the set and its template, its
+// rollguard.io/last-restart-at with them; the loop put them back 0.5 s after its first write to the
+// set, a second rollout inside the restart floor.
+describe('kubectl replace while the webhook is unreachable (the loop alone) bypasses no restart floor', () => {
+  let fixture: RollguardFixture;
+  const FLOOR_MS = 8_000;
+
+  beforeAll(async () => {
+    fixture = await startRollguardFixture({ name: 'replace-no-webhook', webhook: 'unreachable', identity: 'service-account', args: ['--debounce=0s', `--min-restart-interval=${FLOOR_MS}ms`] });
+  });
+  afterAll(async () => fixture?.teardown());
+  beforeEach(() => {
+    printControlPlaneLogsOnFailure();
+    printProcessLogsOnFailure([fixture.rollguard]);
+  });
+
+  it.each(['StatefulSet', 'Deployment', 'DaemonSet'] as const)('%s: the loop\'s write after the replace waits out the floor from its first, with RestartsDeferred', async (kind) => {
+    const ns = fixture.ns;
+    const name = `bare-${kind.toLowerCase()}`;
+    const cm = `bare-${kind.toLowerCase()}`;
+    const key = annotationKey('ConfigMap', cm);
+    const api = workloadApi(apps, kind);
+    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: cm }, data: { v: '0' } } });
+    const file = manifestFile(manifest(kind, name, cm));
+    kubectl(ns, 'create', '-f', file);
+    const annotated = await waitFor(`the loop to annotate ${kind} ${name}`, async () => {
+      const w = await api.read(ns, name);
+      return w.spec?.template.metadata?.annotations?.[key] !== undefined && w.metadata?.annotations?.[LAST_RESTART_ANNOTATION] ? w : undefined;
+    });
+    const firstAt = Date.parse(annotated.metadata!.annotations![LAST_RESTART_ANNOTATION]!);
+
+    // the object as the replace stored it, before the loop's answer
+    const replaced = JSON.parse(kubectl(ns, 'replace', '-f', file, '-o', 'json')) as AnyWorkload;
+    expect(replaced.spec?.template.metadata?.annotations?.[key], 'the replace dropped the annotation').toBeUndefined();
+    expect(replaced.metadata?.annotations?.[LAST_RESTART_ANNOTATION]).toBeUndefined();
+
+    const again = await waitFor('the loop to write the annotation again', async () => {
+      const w = await api.read(ns, name);
+      return BigInt(w.metadata!.resourceVersion!) > BigInt(replaced.metadata!.resourceVersion!) && w.spec?.template.metadata?.annotations?.[key] !== undefined ? w : undefined;
+    }, { timeoutMs: FLOOR_MS + 20_000 });
+    expect(Date.parse(again.metadata!.annotations![LAST_RESTART_ANNOTATION]!) - firstAt).toBeGreaterThanOrEqual(FLOOR_MS);
+    expect(await eventsOf(ns, name, 'RestartsDeferred')).not.toEqual([]);
+  });
+});
+
 describe('kubectl rollout undo', () => {
   let fixture: RollguardFixture;
 

@@ -269,9 +269,9 @@ describe('RestarterReconciler', () => {
     cached.metadata = { ...cached.metadata, annotations: { 'rollguard.io/rollout': 'health-gated' } };
     const h = harness({ cached, versions });
     await h.reconciler.reconcile('Deployment/ns/web', signal);
-    expect(h.reconciler.memory()).toEqual({ lag_since: 0, held_since: 0, in_doubt: 0, deferred: 0, told_unsupported: 1, told_missing: 0, told_due: 0 });
+    expect(h.reconciler.memory()).toEqual({ lag_since: 0, held_since: 0, in_doubt: 0, deferred: 0, told_unsupported: 1, told_missing: 0, told_due: 0, last_writes: 0 });
     h.reconciler.forgetWorkload('Deployment/ns/web');
-    expect(h.reconciler.memory()).toEqual({ lag_since: 0, held_since: 0, in_doubt: 0, deferred: 0, told_unsupported: 0, told_missing: 0, told_due: 0 });
+    expect(h.reconciler.memory()).toEqual({ lag_since: 0, held_since: 0, in_doubt: 0, deferred: 0, told_unsupported: 0, told_missing: 0, told_due: 0, last_writes: 0 });
     // one of that name made again is told again
     await h.reconciler.reconcile('Deployment/ns/web', signal);
     expect(h.events.filter((e) => e.includes('UnsupportedForKind'))).toHaveLength(2);
