@@ -76,8 +76,10 @@ describe('a change during the first pass', () => {
     const restartAt = writes.indexOf(`template ${LAST}`);
     const recordedBefore = writes.slice(0, restartAt).filter((w) => w.startsWith('digests ')).length;
     console.log(`[first-pass] the restart of ${LAST} came after ${recordedBefore} of ${SETS - 1} digest records of the pass`);
-    // the pass had begun (the change came after ready), and was far from its end
+    // queued behind the pass, the restart would come after all its records (the pass goes in
+    // list order, LAST at the end); at the front, after those written while the change's event
+    // travelled: 18-61 of 119 seen on a loaded 2-core machine, so the bound is three quarters
     expect(writes.filter((w) => w.startsWith('template ')), 'restarts').toEqual([`template ${LAST}`]);
-    expect(recordedBefore, `digest records written before the restart of ${LAST}, of ${SETS - 1}`).toBeLessThan((SETS - 1) / 2);
+    expect(recordedBefore, `digest records written before the restart of ${LAST}, of ${SETS - 1}`).toBeLessThan(((SETS - 1) * 3) / 4);
   });
 });
