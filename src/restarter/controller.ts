@@ -367,6 +367,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
       'restarter.reconciler.told_missing': reconcile.told_missing,
       'restarter.reconciler.told_due': reconcile.told_due,
       'restarter.reconciler.last_writes': reconcile.last_writes,
+      'restarter.reconciler.told_invalid': reconcile.told_invalid,
     };
   };
 

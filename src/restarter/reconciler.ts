@@ -251,6 +251,8 @@ export class RestarterReconciler implements Reconciler {
    * without it) does not let the next write roll at once.
    */
   private readonly lastWrites = new Map<string, { uid: string; at: number }>();
+  /** The workload's resourceVersion a write to it was refused as invalid against: the same set is not written again (the Warning is told once). */
+  private readonly refusedAt = new Map<string, string>();
   private readonly now: () => Date;
   /** The digest key id last seen; a record under another one is re-keyed (a rotation). */
   private keyId?: string;
@@ -260,7 +262,7 @@ export class RestarterReconciler implements Reconciler {
   }
 
   /** How many workloads each per-workload map holds; for /status (`memory`). */
-  memory(): { lag_since: number; held_since: number; in_doubt: number; deferred: number; told_unsupported: number; told_missing: number; told_due: number; last_writes: number } {
+  memory(): { lag_since: number; held_since: number; in_doubt: number; deferred: number; told_unsupported: number; told_missing: number; told_due: number; last_writes: number; told_invalid: number } {
     return {
       told_missing: this.toldMissing.size,
       told_due: this.toldDue.size,
@@ -270,6 +272,7 @@ export class RestarterReconciler implements Reconciler {
       deferred: this.deferred.size,
       told_unsupported: this.toldUnsupported.size,
       last_writes: this.lastWrites.size,
+      told_invalid: this.refusedAt.size,
     };
   }
 
@@ -293,8 +296,12 @@ export class RestarterReconciler implements Reconciler {
       this.toldUnsupported.delete(ref.key);
       this.toldMissing.delete(ref.key);
       this.toldDue.delete(ref.key);
+      this.refusedAt.delete(ref.key);
       return this.forget(ref);
     }
+    const refused = this.refusedAt.get(ref.key);
+    if (refused !== undefined && refused === set.metadata?.resourceVersion) return {};
+    this.refusedAt.delete(ref.key);
     await this.tellUnsupported(ref, set);
     await this.settleInDoubt(ref, set);
     const due = await this.settleDue(ref, set);
@@ -353,6 +360,7 @@ export class RestarterReconciler implements Reconciler {
     this.toldMissing.delete(key);
     this.toldDue.delete(key);
     this.lastWrites.delete(key);
+    this.refusedAt.delete(key);
   }
 
   private forget(ref: WorkloadRef): RestarterReconcileResult {
@@ -875,6 +883,7 @@ export class RestarterReconciler implements Reconciler {
       const invalid = denied ? [] : invalidFields(err);
       if (invalid.length > 0) {
         const message = `The API server refused the write of ${what} as invalid: ${invalid.map((f) => `${f.field}: ${f.message}`).join('; ')}; not retried until ${ref.kind} ${ref.name} changes`;
+        if (set.metadata?.resourceVersion !== undefined) this.refusedAt.set(ref.key, set.metadata.resourceVersion);
         await this.warn(ref, set, { metric: 'invalid', reason: REASON_WRITE_INVALID, message, fields: { fields: invalid.map((f) => f.field) } });
         throw new InvalidWriteError(`${describeWorkload(ref)}: ${message}`, { cause: err });
       }

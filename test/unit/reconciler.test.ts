@@ -269,9 +269,9 @@ describe('RestarterReconciler', () => {
     cached.metadata = { ...cached.metadata, annotations: { 'rollguard.io/rollout': 'health-gated' } };
     const h = harness({ cached, versions });
     await h.reconciler.reconcile('Deployment/ns/web', signal);
-    expect(h.reconciler.memory()).toEqual({ lag_since: 0, held_since: 0, in_doubt: 0, deferred: 0, told_unsupported: 1, told_missing: 0, told_due: 0, last_writes: 0 });
+    expect(h.reconciler.memory()).toEqual({ lag_since: 0, held_since: 0, in_doubt: 0, deferred: 0, told_unsupported: 1, told_missing: 0, told_due: 0, last_writes: 0, told_invalid: 0 });
     h.reconciler.forgetWorkload('Deployment/ns/web');
-    expect(h.reconciler.memory()).toEqual({ lag_since: 0, held_since: 0, in_doubt: 0, deferred: 0, told_unsupported: 0, told_missing: 0, told_due: 0, last_writes: 0 });
+    expect(h.reconciler.memory()).toEqual({ lag_since: 0, held_since: 0, in_doubt: 0, deferred: 0, told_unsupported: 0, told_missing: 0, told_due: 0, last_writes: 0, told_invalid: 0 });
     // one of that name made again is told again
     await h.reconciler.reconcile('Deployment/ns/web', signal);
     expect(h.events.filter((e) => e.includes('UnsupportedForKind'))).toHaveLength(2);
@@ -531,6 +531,12 @@ describe('RestarterReconciler', () => {
     await expect(invalid.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({});
     expect(invalid.events).toEqual([expect.stringMatching(/Warning WriteInvalid: The API server refused the write of the pod template annotations as invalid: metadata\.annotations: Too long/)]);
     expect((await invalid.metrics.restarterWarnings.get()).values).toEqual([expect.objectContaining({ labels: { reason: 'invalid' }, value: 1 })]);
+    // a second wake of the same set (a change of its ConfigMap) writes nothing and tells nothing again
+    await expect(invalid.reconciler.reconcile('StatefulSet/ns/web', signal)).resolves.toEqual({});
+    expect(invalid.events).toHaveLength(1);
+    expect(invalid.reconciler.memory().told_invalid).toBe(1);
+    invalid.reconciler.forgetWorkload('StatefulSet/ns/web');
+    expect(invalid.reconciler.memory().told_invalid).toBe(0);
     const testFailed = harness({ cached: set({ [CM]: 'u1/812', [SECRET]: 'u2/3' }), versions, patchError: status([{ message: 'testing value /metadata/resourceVersion failed: test failed' }]) });
     await expect(testFailed.reconciler.reconcile('StatefulSet/ns/web', signal)).rejects.toBeInstanceOf(ConflictError);
   });
