@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { V1ConfigMap, V1Deployment, V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
+import type { V1ConfigMap, V1Deployment, V1MutatingWebhookConfiguration, V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../env/wait.js';
 import { parseMetrics, sumOf } from './apiserver-metrics.js';
@@ -111,7 +111,14 @@ describe('the kustomize base applied with kubectl on a real node', () => {
       return d.metadata?.generation === 2 ? true : undefined;
     }, { timeoutMs: 120_000, intervalMs: 1_000 });
     await cluster.kubectl(['rollout', 'status', `deployment/${APP}`, '-n', APP_NS, '--timeout=120s']);
-    const pod = (await cluster.kubectl(['get', 'pods', '-n', APP_NS, '-l', `app=${APP}`, '--field-selector=status.phase=Running', '-o', 'jsonpath={.items[0].metadata.name}'])).trim();
+    // a pod of the new template, not one of the old ReplicaSet's still terminating
+    const rolled = await cluster.kubectlJson<V1Deployment>(['get', 'deployment', APP, '-n', APP_NS]);
+    const version = rolled.spec?.template.metadata?.annotations?.[`configmap.rollguard.io/${CONFIG}`];
+    const pod = await waitFor('a running pod of the new template', async () => {
+      const pods = await cluster.kubectlJson<{ items: V1Pod[] }>(['get', 'pods', '-n', APP_NS, '-l', `app=${APP}`]);
+      const found = pods.items.find((p) => p.status?.phase === 'Running' && !p.metadata?.deletionTimestamp && p.metadata?.annotations?.[`configmap.rollguard.io/${CONFIG}`] === version);
+      return found?.metadata?.name;
+    }, { timeoutMs: 60_000, intervalMs: 500 });
     expect((await cluster.kubectl(['exec', '-n', APP_NS, pod, '--', 'sh', '-c', 'echo $value'])).trim()).toBe('two');
   });
 
