@@ -122,6 +122,7 @@ export async function startRollguard(config: Config, kubeConfig: KubeAccess, log
     minRestartIntervalMs: config.minRestartInterval,
     watchIdleTimeoutMs: config.watchIdleTimeout,
     workers: config.workers,
+    maxWorkers: config.maxWorkers,
     resyncPeriodMs: config.resyncPeriod,
     logger,
     metrics,

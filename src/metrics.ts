@@ -126,6 +126,12 @@ export function createMetrics(registry = new Registry()) {
       labelNames: ['controller'],
       registers: r,
     }),
+    workers: new Gauge({
+      name: 'rollguard_controller_workers',
+      help: 'Reconciles the controller may have in flight now, by controller (the restarter sizes them to keep its pace)',
+      labelNames: ['controller'],
+      registers: r,
+    }),
     cachedObjects: new Gauge({
       name: 'rollguard_cached_objects',
       help: 'Objects held in the in-memory caches, by kind',

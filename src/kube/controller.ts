@@ -1,7 +1,8 @@
 import type { Logger } from 'pino';
 import type { Counter, Gauge, Histogram } from 'prom-client';
 import type { Runnable } from '../manager.js';
-import { ConflictError } from './api-status.js';
+import { ConflictError, statusCode } from './api-status.js';
+import { WorkerSizing } from './worker-sizing.js';
 import { WorkQueue } from './workqueue.js';
 
 /** The controllers rollguard runs; a closed set, since it labels metrics. */
@@ -12,11 +13,14 @@ export interface ControllerMetrics {
   reconcileDuration: Histogram<'controller'>;
   reconcileErrors: Counter<'controller'>;
   queueDepth: Gauge<'controller'>;
+  workers: Gauge<'controller'>;
 }
 
 export interface ReconcileResult {
   /** Look again after this long: no error, only not yet. */
   requeueAfterMs?: number;
+  /** Set by a reconcile that took a turn of the controller's pace: how long it waited for it. */
+  pacedMs?: number;
 }
 
 export interface Reconciler {
@@ -56,7 +60,14 @@ export interface TermParts {
 
 export interface ControllerOptions {
   name: ControllerName;
+  /** Reconciles in flight; with `pace`, the fewest. */
   workers: number;
+  /**
+   * The pace the reconciles' writes keep (they take turns of it themselves, and say so with
+   * `pacedMs`): the workers are sized to keep it, from `workers` up to `maxWorkers`
+   * (WorkerSizing). Omitted: always `workers`.
+   */
+  pace?: { ratePerSecond: number; maxWorkers: number };
   /** Window of a debounced wake; 0 wakes at once. */
   debounceMs: number;
   /** Every key is queued again this often, a guard against a missed event; 0: never. */
@@ -79,6 +90,8 @@ export interface ControllerStatus {
   /** Keys waiting: ready, debounced or backing off. */
   queued: number;
   inFlight: number;
+  /** Worker loops running now (sized to the pace, when the controller has one). */
+  workers: number;
 }
 
 interface RunningTerm extends Term {
@@ -86,6 +99,8 @@ interface RunningTerm extends Term {
   /** False until every cache synced and every key was queued once: events before that are covered by the full pass. */
   accepting: boolean;
   inFlight: number;
+  /** Worker loops running; each ends when there are more than the sizing allows. */
+  workers: number;
   done: Promise<void>;
 }
 
@@ -102,6 +117,7 @@ export class Controller implements Runnable {
   readonly name: string;
   private current: RunningTerm | undefined;
   private readonly log: Logger;
+  private readonly sizing: WorkerSizing | undefined;
 
   constructor(private readonly opts: ControllerOptions) {
     if (!Number.isInteger(opts.workers) || opts.workers < 1) throw new Error(`${opts.name}: workers must be a positive integer, got ${opts.workers}`);
@@ -109,6 +125,8 @@ export class Controller implements Runnable {
     if (!(opts.resyncPeriodMs >= 0)) throw new Error(`${opts.name}: resyncPeriodMs must be 0 or more, got ${opts.resyncPeriodMs}`);
     this.name = `${opts.name}-controller`;
     this.log = opts.logger;
+    const pace = opts.pace;
+    this.sizing = pace && pace.maxWorkers > opts.workers && Number.isFinite(pace.ratePerSecond) ? new WorkerSizing({ floor: opts.workers, ceiling: pace.maxWorkers, ratePerSecond: pace.ratePerSecond }) : undefined;
   }
 
   /** Subscribes a source: every event it emits wakes the keys `wakes` maps it to (a pure function). */
@@ -131,7 +149,7 @@ export class Controller implements Runnable {
   /** A stopping term has nothing queued, but what is in flight is finishing, and counted. */
   status(): ControllerStatus {
     const term = this.current;
-    return { queued: term && !term.signal.aborted ? term.queue.depth() : 0, inFlight: term?.inFlight ?? 0 };
+    return { queued: term && !term.signal.aborted ? term.queue.depth() : 0, inFlight: term?.inFlight ?? 0, workers: term?.workers ?? 0 };
   }
 
   /** The running term's queue, map by map (keys queued, delayed, backing off); for /status (`memory`). */
@@ -150,6 +168,7 @@ export class Controller implements Runnable {
       queue,
       accepting: false,
       inFlight: 0,
+      workers: 0,
       done: Promise.resolve(),
       enqueue: (wake) => {
         if (this.current === term) this.enqueue(wake);
@@ -184,26 +203,49 @@ export class Controller implements Runnable {
     };
     queueAll();
     term.accepting = true;
-    this.log.info({ controller: this.opts.name, keys: term.queue.depth(), workers: this.opts.workers }, `caches synced; reconciling every ${this.opts.objects}`);
+    const { pace, workers } = this.opts;
+    this.log.info(
+      { controller: this.opts.name, keys: term.queue.depth(), workers, ...(this.sizing && pace ? { maxWorkers: pace.maxWorkers } : {}) },
+      `caches synced; reconciling every ${this.opts.objects}`,
+    );
     const resync = this.opts.resyncPeriodMs > 0 ? setInterval(queueAll, this.opts.resyncPeriodMs) : undefined;
+    const loops = new Set<Promise<void>>();
+    const addWorkers = (): void => {
+      const wanted = this.sizing?.limit() ?? workers;
+      while (term.workers < wanted && !term.signal.aborted) {
+        term.workers++;
+        const loop: Promise<void> = this.work(term, parts.reconciler, addWorkers).finally(() => loops.delete(loop));
+        loops.add(loop);
+      }
+      this.opts.metrics.workers.set({ controller: this.opts.name }, term.workers);
+    };
     try {
-      await Promise.all(Array.from({ length: this.opts.workers }, () => this.work(term, parts.reconciler)));
+      addWorkers();
+      while (loops.size > 0) await Promise.all(loops);
     } finally {
       clearInterval(resync);
+      this.opts.metrics.workers.set({ controller: this.opts.name }, 0);
     }
   }
 
-  private async work(term: RunningTerm, reconciler: Reconciler): Promise<void> {
+  /** One worker loop: ends when the queue shuts down, or when the sizing wants fewer loops than run. */
+  private async work(term: RunningTerm, reconciler: Reconciler, addWorkers: () => void): Promise<void> {
     const { metrics, name } = this.opts;
     for (;;) {
+      if (this.sizing && term.workers > this.sizing.limit()) break;
       const key = await term.queue.get();
-      if (key === undefined) return;
+      if (key === undefined) break;
       term.inFlight++;
+      const started = performance.now();
       const endTimer = metrics.reconcileDuration.startTimer({ controller: name });
       try {
         const result = await reconciler.reconcile(key, term.signal);
         term.queue.forget(key);
         if (result.requeueAfterMs !== undefined) term.queue.addAfter(key, result.requeueAfterMs);
+        if (this.sizing && result.pacedMs !== undefined) {
+          this.sizing.observe(performance.now() - started - result.pacedMs);
+          addWorkers();
+        }
       } catch (err) {
         // stopped while waiting for a turn: the next term starts with every key queued
         if (!(term.signal.aborted && isAbortError(err))) this.failed(term, key, err);
@@ -213,9 +255,12 @@ export class Controller implements Runnable {
         term.inFlight--;
       }
     }
+    term.workers--;
+    this.opts.metrics.workers.set({ controller: name }, term.workers);
   }
 
   private failed(term: RunningTerm, key: string, err: unknown): void {
+    if (statusCode(err) === 429) this.sizing?.pushedBack();
     const delayMs = term.queue.addRateLimited(key);
     const what = this.opts.describe?.(key) ?? key;
     if (err instanceof ConflictError) {

@@ -47,6 +47,8 @@ import { objectEventWakesReferrers, workloadEventEffect } from './wakes.js';
 export const DEFAULT_DEBOUNCE_MS = 5_000;
 /** At most one restart per set in this window: a Secret that changes every second cannot roll its sets every 5 s. */
 export const DEFAULT_MIN_RESTART_INTERVAL_MS = 60_000;
+/** The most workers the restarter sizes itself to when the pace needs them (--max-workers). */
+export const DEFAULT_MAX_WORKERS = 32;
 /** Rollouts started per second across all sets; a change to a widely used Secret rolls its sets in a paced wave. */
 export const DEFAULT_MAX_RESTARTS_PER_SECOND = 5;
 /** Reconciles run at once; each is a cache read and at most one PATCH. */
@@ -70,6 +72,8 @@ export interface RestarterControllerOptions {
   /** Silence that marks a watch dead once the API server has shown it sends bookmarks. */
   watchIdleTimeoutMs?: number;
   workers?: number;
+  /** The most workers kept to hold the pace (--max-workers); at or below `workers`: `workers`, fixed. */
+  maxWorkers?: number;
   /** 0 turns the periodic resync off. */
   resyncPeriodMs?: number;
   logger: Logger;
@@ -299,6 +303,7 @@ export function createRestarterController(opts: RestarterControllerOptions): Res
   const controller = new Controller({
     name: 'restarter',
     workers: opts.workers ?? DEFAULT_WORKERS,
+    pace: { ratePerSecond: maxRestartsPerSecond, maxWorkers: opts.maxWorkers ?? DEFAULT_MAX_WORKERS },
     debounceMs: opts.debounceMs ?? DEFAULT_DEBOUNCE_MS,
     resyncPeriodMs: opts.resyncPeriodMs ?? DEFAULT_RESYNC_PERIOD_MS,
     keys: () => [

@@ -338,16 +338,19 @@ export class RestarterReconciler implements Reconciler {
     const wait = this.floorWait(ref.key, plan.set);
     if (wait > 0) return this.defer(ref, plan, wait);
 
+    const asked = performance.now();
     await deps.restartLimiter.take(signal);
+    // told to the controller, which sizes its workers to keep the pace
+    const pacedMs = performance.now() - asked;
     // The wait for a turn may have been long: plan again from what the caches hold now.
     const fresh = this.enabledSet(kind, namespace, name);
     let again = fresh ? this.plan(kind, fresh).plan : undefined;
-    if (!again) return {};
+    if (!again) return { pacedMs };
     if (fromTheFuture && again.heldBack.length > 0) again = withFreshVersions(again, fromTheFuture);
-    if (again.heldBack.length > 0) return { requeueAfterMs: 0 };
+    if (again.heldBack.length > 0) return { requeueAfterMs: 0, pacedMs };
     again = await this.checkData(ref, again);
-    if (again.changes.length === 0) return { requeueAfterMs: 0 };
-    return this.writeTemplate(ref, again);
+    if (again.changes.length === 0) return { requeueAfterMs: 0, pacedMs };
+    return { ...(await this.writeTemplate(ref, again)), pacedMs };
   }
 
   /**

@@ -50,7 +50,7 @@ export interface RolloutControllerOptions {
   logger: Logger;
   metrics: Pick<
     Metrics,
-    'rolloutSteps' | 'rolloutBlockedSeconds' | 'rolloutLastStep' | 'reconcileDuration' | 'reconcileErrors' | 'queueDepth' | 'cachedObjects'
+    'rolloutSteps' | 'rolloutBlockedSeconds' | 'rolloutLastStep' | 'reconcileDuration' | 'reconcileErrors' | 'queueDepth' | 'workers' | 'cachedObjects'
   >;
   events: Pick<EventRecorder, 'record'>;
   /** Asked before every write that stops pods (src/handover's primary handover); omitted: nothing guards them. */

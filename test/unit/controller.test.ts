@@ -108,7 +108,7 @@ describe('Controller', () => {
     for (let i = 0; i < 10; i++) h.controller.enqueue({ key: 'ns/a', debounce: true });
     await waitUntil('the debounced reconcile', () => h.reconciled.filter((k) => k === 'ns/a').length === 2);
     // nothing left waiting: the ten wakes were one item
-    expect(h.controller.status()).toEqual({ queued: 0, inFlight: 0 });
+    expect(h.controller.status()).toEqual({ queued: 0, inFlight: 0, workers: 2 });
     expect(h.reconciled.filter((k) => k === 'ns/a')).toHaveLength(2);
     abort.abort();
     await h.controller.stopped();
@@ -171,7 +171,7 @@ describe('Controller', () => {
     first.abort();
     await h.controller.stopped();
     h.controller.enqueue({ key: 'ns/a' });
-    expect(h.controller.status()).toEqual({ queued: 0, inFlight: 0 });
+    expect(h.controller.status()).toEqual({ queued: 0, inFlight: 0, workers: 0 });
     h.setKeys(['ns/c']);
     const second = new AbortController();
     await h.controller.start(second.signal);
@@ -195,10 +195,10 @@ describe('Controller', () => {
     await h.controller.start(abort.signal);
     await waitUntil('one in flight', () => h.controller.status().inFlight === 1);
     abort.abort();
-    expect(h.controller.status()).toEqual({ queued: 0, inFlight: 1 });
+    expect(h.controller.status()).toEqual({ queued: 0, inFlight: 1, workers: 1 });
     release();
     await h.controller.stopped();
-    expect(h.controller.status()).toEqual({ queued: 0, inFlight: 0 });
+    expect(h.controller.status()).toEqual({ queued: 0, inFlight: 0, workers: 0 });
   });
 
   it('refuses a second start while running, and bad settings', async () => {
@@ -210,6 +210,76 @@ describe('Controller', () => {
     await h.controller.stopped();
     expect(() => harness({ workers: 0 })).toThrow('restarter: workers must be a positive integer, got 0');
     expect(() => harness({ debounceMs: -1 })).toThrow('debounceMs must be 0 or more');
+  });
+
+  it('with a pace, adds workers past its floor until rate × time of a paced reconcile is in flight, and halves them when the API server answers 429', async () => {
+    let inFlight = 0;
+    let most = 0;
+    let throttled = false;
+    const keys = Array.from({ length: 400 }, (_, i) => `ns/k${i}`);
+    const h = harness({
+      workers: 2,
+      pace: { ratePerSecond: 100, maxWorkers: 16 },
+      keys: () => keys,
+      term: () => ({
+        reconciler: {
+          reconcile: async () => {
+            inFlight++;
+            most = Math.max(most, inFlight);
+            // the API server's answers: 40 ms for each paced write
+            await new Promise((resolve) => setTimeout(resolve, 40));
+            inFlight--;
+            if (throttled) throw Object.assign(new Error('HTTP 429'), { code: 429 });
+            return { pacedMs: 0 };
+          },
+        },
+      }),
+    });
+    h.gate.release();
+    const abort = new AbortController();
+    await h.controller.start(abort.signal);
+    try {
+      // 100/s × 40 ms × 1.5 headroom: 6 in flight
+      await waitUntil('more workers than the floor of 2', () => h.controller.status().workers >= 6 || `${h.controller.status().workers} workers`);
+      const gauge = await h.metrics.workers.get();
+      expect(gauge.values[0]?.value).toBeGreaterThanOrEqual(6);
+      throttled = true;
+      await waitUntil('workers halved after the 429s', () => h.controller.status().workers <= 3 || `${h.controller.status().workers} workers`);
+    } finally {
+      abort.abort();
+      await h.controller.stopped();
+    }
+    expect(most).toBeGreaterThanOrEqual(6);
+    expect(most).toBeLessThanOrEqual(16);
+  });
+
+  it('without a pace, keeps exactly its workers', async () => {
+    let inFlight = 0;
+    let most = 0;
+    const keys = Array.from({ length: 50 }, (_, i) => `ns/k${i}`);
+    const h = harness({
+      workers: 3,
+      keys: () => keys,
+      term: () => ({
+        reconciler: {
+          reconcile: async () => {
+            inFlight++;
+            most = Math.max(most, inFlight);
+            await new Promise((resolve) => setTimeout(resolve, 20));
+            inFlight--;
+            return { pacedMs: 0 };
+          },
+        },
+      }),
+    });
+    h.gate.release();
+    const abort = new AbortController();
+    await h.controller.start(abort.signal);
+    await waitUntil('the queue drained', () => h.controller.status().queued === 0 && h.controller.status().inFlight === 0);
+    expect(h.controller.status().workers).toBe(3);
+    abort.abort();
+    await h.controller.stopped();
+    expect(most).toBe(3);
   });
 
   it('starts and stops term-lived parts with the term, and waits for their side work', async () => {

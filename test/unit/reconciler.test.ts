@@ -164,8 +164,20 @@ describe('RestarterReconciler', () => {
       ...(opts.data ? { data: opts.data } : {}),
       ...(opts.timing !== undefined ? { timing: opts.timing } : {}),
     };
+    const reconciler = new RestarterReconciler(deps);
     return {
-      reconciler: new RestarterReconciler(deps),
+      /** The reconciler; a reconcile that wrote says how long it waited for its turn of the pace (pacedMs, held apart here), and one that took no turn says nothing of it. */
+      reconciler: {
+        reconcile: async (key: string, on: AbortSignal) => {
+          const before = tokens;
+          const { pacedMs, ...result } = await reconciler.reconcile(key, on);
+          if (tokens === before) expect(pacedMs).toBeUndefined();
+          if (result.patched !== undefined && tokens > before) expect(pacedMs).toBeGreaterThanOrEqual(0);
+          return result;
+        },
+        forgetWorkload: (key: string) => reconciler.forgetWorkload(key),
+        memory: () => reconciler.memory(),
+      },
       patches,
       patchedKinds,
       events,
