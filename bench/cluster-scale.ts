@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { loadKubeConfig } from '../src/kube/kubeconfig.js';
@@ -8,6 +9,7 @@ import { createCertificateAuthority, createSignedCertificate } from '../src/tls/
 import { certDir, peakRssOf, rssOf } from './side-by-side/peer.js';
 import { review } from './side-by-side/review.js';
 import { memoryLine, mib, startRollguardServe, type RollguardServe } from './side-by-side/rollguard-serve.js';
+import { parseMetrics, sumOf, type Sample } from '../test/e2e/apiserver-metrics.js';
 
 // A large cluster on the real control plane: 1,000 namespaces, 5,000 opted-in StatefulSets
 // (replicas: 0, and no kube-controller-manager, so no StatefulSet controller and no pods),
@@ -19,7 +21,7 @@ import { memoryLine, mib, startRollguardServe, type RollguardServe } from './sid
 // zero patches. Prints figures; asserts nothing.
 //   npm run bench -- cluster-scale
 //   BENCH_NAMESPACES (1000), BENCH_SETS_PER_NAMESPACE (5), BENCH_OBJECTS_PER_NAMESPACE (100),
-//   BENCH_STORM (2000), BENCH_PACE (100 restarts/s), BENCH_WORKERS (rollguard's --workers),
+//   BENCH_STORM (2000), BENCH_PACE (100 restarts/s), BENCH_WORKERS (rollguard's --workers), BENCH_MAX_WORKERS (its --max-workers),
 //   BENCH_KUBECONFIG (a control plane kept, objects created); for profiles: BENCH_NODE_ARGS (node flags of
 //   rollguard, e.g. "--cpu-prof --cpu-prof-dir=/tmp/p"), BENCH_APISERVER_ARGS (e.g. "--profiling=true" for
 //   the API server's /debug/pprof)
@@ -31,6 +33,8 @@ const STORM = Number(process.env.BENCH_STORM ?? 2_000);
 const PACE = Number(process.env.BENCH_PACE ?? 100);
 /** rollguard's --workers; unset: its default */
 const WORKERS = process.env.BENCH_WORKERS;
+/** rollguard's --max-workers; unset: its default */
+const MAX_WORKERS = process.env.BENCH_MAX_WORKERS;
 /** As rollguard computes it: a burst of one second's worth. */
 const BURST = Math.max(1, Math.ceil(PACE));
 const WRITE_CONCURRENCY = 12;
@@ -83,6 +87,38 @@ async function apiClient(kc: KubeConfig): Promise<{ request: Request; agentOptio
       req.end(body === undefined ? undefined : JSON.stringify(body));
     });
   return { request, agentOptions, server };
+}
+
+/** A Prometheus text exposition read with the bench's credentials (the API server's /metrics) or none (rollguard's admin port). */
+function metricsAt(url: string, agentOptions: https.AgentOptions = {}): Promise<Sample[]> {
+  return new Promise((resolve, reject) => {
+    const get = url.startsWith('https:') ? https.get : http.get;
+    const req = get(url, { ...agentOptions, agent: false }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => (res.statusCode === 200 ? resolve(parseMetrics(text)) : reject(new Error(`GET ${url}: HTTP ${res.statusCode}`))));
+    });
+    req.on('error', reject);
+  });
+}
+
+/** The mean of a histogram between two samples of it, in ms, and how many it counted. */
+function meanBetween(before: Sample[], after: Sample[], name: string, where: (labels: Record<string, string>) => boolean): string {
+  const count = sumOf(after, `${name}_count`, where) - sumOf(before, `${name}_count`, where);
+  const sum = sumOf(after, `${name}_sum`, where) - sumOf(before, `${name}_sum`, where);
+  return count > 0 ? `${((sum / count) * 1000).toFixed(1)} ms mean of ${count}` : 'none';
+}
+
+/** The API server's request latency by call rollguard makes in a storm, beside rollguard's own reconcile time. */
+function stormLatencies(apiBefore: Sample[], apiAfter: Sample[], rgBefore: Sample[], rgAfter: Sample[]): string[] {
+  const call = (verb: string, resource: string) => (l: Record<string, string>) => l.verb === verb && l.resource === resource;
+  const apiserver = 'apiserver_request_duration_seconds';
+  const rejected = sumOf(apiAfter, 'apiserver_flowcontrol_rejected_requests_total') - sumOf(apiBefore, 'apiserver_flowcontrol_rejected_requests_total');
+  return [
+    `  the API server's own latency over the storm: PATCH statefulsets ${meanBetween(apiBefore, apiAfter, apiserver, call('PATCH', 'statefulsets'))}; GET configmaps ${meanBetween(apiBefore, apiAfter, apiserver, call('GET', 'configmaps'))}; POST events ${meanBetween(apiBefore, apiAfter, apiserver, call('POST', 'events'))}; requests rejected by priority and fairness (429): ${rejected}`,
+    `  rollguard's reconcile over the storm: ${meanBetween(rgBefore, rgAfter, 'rollguard_reconcile_duration_seconds', (l) => l.controller === 'restarter')}`,
+  ];
 }
 
 async function inParallel(count: number, job: (i: number) => Promise<void>): Promise<void> {
@@ -301,7 +337,7 @@ async function main(): Promise<void> {
   try {
     if ((await request('GET', `/api/v1/namespaces/${ns(NAMESPACES - 1)}`)).status !== 200) await populate(request);
     await watch.start(request, server, agentOptions);
-    const start = () => startRollguardServe({ kubeconfigPath, certDir: dir, namespace: 'rollguard-system', nodeArgs: words(process.env.BENCH_NODE_ARGS), args: [`--max-restarts-per-second=${PACE}`, ...(WORKERS ? [`--workers=${WORKERS}`] : [])] });
+    const start = () => startRollguardServe({ kubeconfigPath, certDir: dir, namespace: 'rollguard-system', nodeArgs: words(process.env.BENCH_NODE_ARGS), args: [`--max-restarts-per-second=${PACE}`, ...(WORKERS ? [`--workers=${WORKERS}`] : []), ...(MAX_WORKERS ? [`--max-workers=${MAX_WORKERS}`] : [])] });
 
     const t0 = performance.now();
     rg = await start();
@@ -320,6 +356,14 @@ async function main(): Promise<void> {
     // what the loop still has to do when the storm starts: the storm's sets queue behind it
     const reconcileAtStorm = JSON.stringify(((await rg.status()) as { reconcile?: unknown }).reconcile);
     // the storm: one ConfigMap of each of STORM sets changes
+    const rgMetrics = `http://127.0.0.1:${rg.adminPort}/metrics`;
+    const [apiBefore, rgBefore] = await Promise.all([metricsAt(`${server}/metrics`, agentOptions), metricsAt(rgMetrics)]);
+    const workerCounts: number[] = [];
+    const workerSampler = setInterval(() => {
+      metricsAt(rgMetrics)
+        .then((m) => workerCounts.push(sumOf(m, 'rollguard_controller_workers', (l) => l.controller === 'restarter')))
+        .catch(() => undefined);
+    }, 1_000);
     const admission = reviewAtRate(rg.webhookPort, ADMISSION_RATE);
     const stormStarted = performance.now();
     const before = watch.patches.length;
@@ -337,6 +381,8 @@ async function main(): Promise<void> {
       console.log(`  ${err.message}; rollguard's /status says: ${JSON.stringify(((await running.status().catch(() => ({}))) as { reconcile?: unknown }).reconcile)}`);
       console.log(`  its TCP connections: ${connectionsOf(running.child.pid!)}`);
     });
+    clearInterval(workerSampler);
+    const [apiAfter, rgAfter] = await Promise.all([metricsAt(`${server}/metrics`, agentOptions), metricsAt(rgMetrics)]);
     // a little longer, to see any second patch
     await new Promise((r) => setTimeout(r, 5_000));
     await admission.stop();
@@ -356,6 +402,8 @@ async function main(): Promise<void> {
     console.log(`  first set patched ${secs(first - stormStarted)} after the first write (--debounce 5 s); the loop at the storm's start: ${reconcileAtStorm}`);
     const seconds = storm.length > 1 ? (last - storm[0]!.at) / 1000 : NaN;
     console.log(`  most patches in one 1-s window: ${maxWindow} (limit ${PACE} + burst ${BURST} = ${PACE + BURST}); mean pace ${(storm.length / seconds).toFixed(1)}/s from the first patch`);
+    for (const line of stormLatencies(apiBefore, apiAfter, rgBefore, rgAfter)) console.log(line);
+    console.log(`  restarter workers (rollguard_controller_workers, sampled each second): most ${Math.max(0, ...workerCounts)}, least ${Math.min(...workerCounts)}${WORKERS ? ` (--workers=${WORKERS})` : ''}`);
     console.log(
       `  /mutate at ${ADMISSION_RATE}/s during the storm: p50 ${percentile(admission.latencies, 50).toFixed(2)} ms, p99 ${percentile(admission.latencies, 99).toFixed(2)} ms, p99.9 ${percentile(admission.latencies, 99.9).toFixed(2)} ms (${admission.latencies.length} reviews, ${admission.errors()} errors)`,
     );
