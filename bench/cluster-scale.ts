@@ -24,7 +24,8 @@ import { parseMetrics, sumOf, type Sample } from '../test/e2e/apiserver-metrics.
 //   BENCH_STORM (2000), BENCH_PACE (100 restarts/s), BENCH_WORKERS (rollguard's --workers), BENCH_MAX_WORKERS (its --max-workers),
 //   BENCH_KUBECONFIG (a control plane kept, objects created); for profiles: BENCH_NODE_ARGS (node flags of
 //   rollguard, e.g. "--cpu-prof --cpu-prof-dir=/tmp/p"), BENCH_APISERVER_ARGS (e.g. "--profiling=true" for
-//   the API server's /debug/pprof)
+//   the API server's /debug/pprof), BENCH_HEAP_SNAPSHOT (a folder: a heap snapshot of rollguard once settled, for
+//   `npm run bench -- heap-summary FILE`)
 
 const NAMESPACES = Number(process.env.BENCH_NAMESPACES ?? 1_000);
 const SETS_PER_NAMESPACE = Number(process.env.BENCH_SETS_PER_NAMESPACE ?? 5);
@@ -35,6 +36,7 @@ const PACE = Number(process.env.BENCH_PACE ?? 100);
 const WORKERS = process.env.BENCH_WORKERS;
 /** rollguard's --max-workers; unset: its default */
 const MAX_WORKERS = process.env.BENCH_MAX_WORKERS;
+const HEAP_SNAPSHOT_DIR = process.env.BENCH_HEAP_SNAPSHOT;
 /** As rollguard computes it: a burst of one second's worth. */
 const BURST = Math.max(1, Math.ceil(PACE));
 const WRITE_CONCURRENCY = 12;
@@ -119,6 +121,22 @@ function stormLatencies(apiBefore: Sample[], apiAfter: Sample[], rgBefore: Sampl
     `  the API server's own latency over the storm: PATCH statefulsets ${meanBetween(apiBefore, apiAfter, apiserver, call('PATCH', 'statefulsets'))}; GET configmaps ${meanBetween(apiBefore, apiAfter, apiserver, call('GET', 'configmaps'))}; POST events ${meanBetween(apiBefore, apiAfter, apiserver, call('POST', 'events'))}; requests rejected by priority and fairness (429): ${rejected}`,
     `  rollguard's reconcile over the storm: ${meanBetween(rgBefore, rgAfter, 'rollguard_reconcile_duration_seconds', (l) => l.controller === 'restarter')}`,
   ];
+}
+
+/** Signals `pid` to write a heap snapshot into `dir` and waits until the file stops growing; its path. */
+async function heapSnapshot(pid: number, dir: string): Promise<string> {
+  const before = new Set(fs.readdirSync(dir));
+  process.kill(pid, 'SIGUSR2');
+  let last = -1;
+  for (const started = performance.now(); performance.now() - started < 300_000; ) {
+    await new Promise((r) => setTimeout(r, 1_000));
+    const file = fs.readdirSync(dir).find((f) => f.endsWith('.heapsnapshot') && !before.has(f));
+    if (!file) continue;
+    const size = fs.statSync(`${dir}/${file}`).size;
+    if (size > 0 && size === last) return `${dir}/${file}`;
+    last = size;
+  }
+  throw new Error(`no heap snapshot of ${pid} in ${dir} after 300 s`);
 }
 
 async function inParallel(count: number, job: (i: number) => Promise<void>): Promise<void> {
@@ -337,7 +355,8 @@ async function main(): Promise<void> {
   try {
     if ((await request('GET', `/api/v1/namespaces/${ns(NAMESPACES - 1)}`)).status !== 200) await populate(request);
     await watch.start(request, server, agentOptions);
-    const start = () => startRollguardServe({ kubeconfigPath, certDir: dir, namespace: 'rollguard-system', nodeArgs: words(process.env.BENCH_NODE_ARGS), args: [`--max-restarts-per-second=${PACE}`, ...(WORKERS ? [`--workers=${WORKERS}`] : []), ...(MAX_WORKERS ? [`--max-workers=${MAX_WORKERS}`] : [])] });
+    const snapshotArgs = HEAP_SNAPSHOT_DIR ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${HEAP_SNAPSHOT_DIR}`] : [];
+    const start = () => startRollguardServe({ kubeconfigPath, certDir: dir, namespace: 'rollguard-system', nodeArgs: [...snapshotArgs, ...words(process.env.BENCH_NODE_ARGS)], args: [`--max-restarts-per-second=${PACE}`, ...(WORKERS ? [`--workers=${WORKERS}`] : []), ...(MAX_WORKERS ? [`--max-workers=${MAX_WORKERS}`] : [])] });
 
     const t0 = performance.now();
     rg = await start();
@@ -352,6 +371,7 @@ async function main(): Promise<void> {
     console.log(`rollguard serve: caches synced ${secs(synced - t0)} after start, ready ${secs(ready - t0)} (${objects} objects cached; target ready <= 60 s)`);
     console.log(`  RSS peak ${mib(peakAtStart)}, settled ${mib(settled)} (${SETTLE_MS / 1000} s after ready; target <= 150 MiB); ${startPatches} patches at start`);
     console.log(`  settled: ${memoryLine(settled, await rg.memory())}`);
+    if (HEAP_SNAPSHOT_DIR) console.log(`  heap snapshot: ${await heapSnapshot(rg.child.pid!, HEAP_SNAPSHOT_DIR)}`);
 
     // what the loop still has to do when the storm starts: the storm's sets queue behind it
     const reconcileAtStorm = JSON.stringify(((await rg.status()) as { reconcile?: unknown }).reconcile);
