@@ -63,6 +63,8 @@ export const initialModel = (): Model => ({ objects: new Map(), sets: new Map(),
 /** What a run did, for the report. */
 export interface RunStats {
   operations: number;
+  /** how many of each op ran (faults by kind among them) */
+  byOp: Record<string, number>;
   faults: number;
   dataWrites: number;
   checks: number;
@@ -177,6 +179,7 @@ export async function runOp(op: Op, m: Model, r: Real): Promise<void> {
   const { world } = r;
   r.trace.push(op);
   r.stats.operations++;
+  r.stats.byOp[op.op] = (r.stats.byOp[op.op] ?? 0) + 1;
   if (isFault(op)) r.stats.faults++;
   switch (op.op) {
     case 'putObject': {

@@ -24,6 +24,8 @@ export interface ModelOptions {
 export interface ModelReport {
   runs: number;
   operations: number;
+  /** how many of each op ran, over every run */
+  byOp: Record<string, number>;
   faults: number;
   dataWrites: number;
   checks: number;
@@ -51,7 +53,7 @@ function addFigures(a: Figures, b: Figures): Figures {
   };
 }
 
-const freshStats = (): RunStats => ({ operations: 0, faults: 0, dataWrites: 0, checks: 0, figures: zeroFigures() });
+const freshStats = (): RunStats => ({ operations: 0, byOp: {}, faults: 0, dataWrites: 0, checks: 0, figures: zeroFigures() });
 
 /** Each workload's first state of the run that starts now. */
 function marks(world: World): Map<string, number> {
@@ -81,7 +83,7 @@ async function runOps(real: Real, ops: Iterable<fc.AsyncCommand<ReturnType<typeo
 }
 
 export async function runModel(world: World, opts: ModelOptions): Promise<ModelReport> {
-  const report: ModelReport = { runs: 0, operations: 0, faults: 0, dataWrites: 0, checks: 0, figures: zeroFigures() };
+  const report: ModelReport = { runs: 0, operations: 0, byOp: {}, faults: 0, dataWrites: 0, checks: 0, figures: zeroFigures() };
   const commands = opArbitraries({ apiServerRestart: world.canRestartApiServer }).map((a) => a.map((op) => commandOf(op, world.canRestartApiServer)));
   let failures = 0;
   const property = fc.asyncProperty(fc.commands(commands, { maxCommands: opts.maxCommands, size: 'max' }), async (cmds) => {
@@ -97,6 +99,7 @@ export async function runModel(world: World, opts: ModelOptions): Promise<ModelR
       throw err;
     } finally {
       report.operations += real.stats.operations;
+      for (const [op, n] of Object.entries(real.stats.byOp)) report.byOp[op] = (report.byOp[op] ?? 0) + n;
       report.faults += real.stats.faults;
       report.dataWrites += real.stats.dataWrites;
       report.checks += real.stats.checks;
@@ -124,14 +127,14 @@ export async function replayTrace(world: World, file: string, log?: (line: strin
     log?.(`note: the trace ran with debounce ${trace.debounceMs} ms, floor ${trace.floorMs} ms; this world has ${world.debounceMs}, ${world.floorMs}`);
   }
   const real = await freshReal(world);
-  const report: ModelReport = { runs: 1, operations: 0, faults: 0, dataWrites: 0, checks: 0, figures: zeroFigures() };
+  const report: ModelReport = { runs: 1, operations: 0, byOp: {}, faults: 0, dataWrites: 0, checks: 0, figures: zeroFigures() };
   try {
     await runOps(real, [], trace.ops);
   } catch (err) {
     if (!(err instanceof ModelViolation)) throw err;
     report.failure = { message: err.message, traceFile: file };
   }
-  Object.assign(report, { operations: real.stats.operations, faults: real.stats.faults, dataWrites: real.stats.dataWrites, checks: real.stats.checks, figures: real.stats.figures });
+  Object.assign(report, { operations: real.stats.operations, byOp: real.stats.byOp, faults: real.stats.faults, dataWrites: real.stats.dataWrites, checks: real.stats.checks, figures: real.stats.figures });
   return report;
 }
 
@@ -140,6 +143,10 @@ export function summary(r: ModelReport): string {
   return (
     `${r.runs} runs, ${r.operations} operations (${r.faults} faults), ${r.dataWrites} data writes, ${r.checks} quiet checks; ` +
     `rollguard's rollouts ${f.loopRollouts} (data changes ${f.dataRollouts}, annotations the webhook missed ${f.annotations}, copied values repaired ${f.repairs}); ` +
-    `template writes by the checker ${f.userTemplateWrites}; violations ${r.failure ? 'yes' : 0}`
+    `template writes by the checker ${f.userTemplateWrites}; violations ${r.failure ? 'yes' : 0}\n` +
+    `operations by kind: ${Object.entries(r.byOp)
+      .sort((a, b) => b[1] - a[1])
+      .map(([op, n]) => `${op} ${n}`)
+      .join(', ')}`
   );
 }
