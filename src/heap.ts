@@ -22,3 +22,31 @@ export function trimHeap(): { beforeBytes: number; afterBytes: number; pauseMs: 
   gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
   return { beforeBytes: before, afterBytes: process.memoryUsage().rss, pauseMs: performance.now() - started };
 }
+
+/** Reconciles since the last trim that make a burst worth giving back (a first pass, a storm). */
+export const TRIM_AFTER_RECONCILES = 200;
+/** How long the reconciles must have stopped before: a trim is a pause of its own (tens of ms at 100,000 cached objects). */
+export const QUIET_BEFORE_TRIM_MS = 5_000;
+
+/**
+ * When to give back what a burst of reconciles grew: the leader's first pass over thousands of
+ * sets, or a storm, grows the young generation to its maximum and leaves the old one full of
+ * what it read, and a quiet process keeps both (see trimHeap). Due once the reconciles have
+ * stopped for QUIET_BEFORE_TRIM_MS, after at least TRIM_AFTER_RECONCILES since the last trim.
+ */
+export class TrimAfterBursts {
+  private trimmedAt = 0;
+  private quietSince: number | undefined;
+
+  /** Told each poll: how many reconciles have finished so far, and whether any waits or runs now; true: trim now. */
+  due(now: number, reconciled: number, busy: boolean): boolean {
+    if (busy) {
+      this.quietSince = undefined;
+      return false;
+    }
+    this.quietSince ??= now;
+    if (reconciled - this.trimmedAt < TRIM_AFTER_RECONCILES || now - this.quietSince < QUIET_BEFORE_TRIM_MS) return false;
+    this.trimmedAt = reconciled;
+    return true;
+  }
+}

@@ -31,7 +31,7 @@ import { rollguardStatus, type RollguardStatus } from './status.js';
 import { createWebhookServer } from './server/webhook-server.js';
 import { createCertificateSource } from './tls/certificate-source.js';
 import { VERSION } from './version.js';
-import { trimHeap } from './heap.js';
+import { TrimAfterBursts, trimHeap } from './heap.js';
 import { formatTiming, timingOf } from './restarter/timing.js';
 
 const SERVICE_ACCOUNT_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
@@ -47,6 +47,8 @@ export interface RunningRollguard {
   adminPort(): number;
   /** certificate loaded, caBundle holds its CA, caches synced, not shutting down */
   ready(): boolean;
+  /** The leader's reconciles: how many have finished, and whether any waits or runs now (0 and false on a follower). */
+  work(): { reconciled: number; busy: boolean };
   status(): RollguardStatus;
   /** The one shutdown path: readiness off, drain delay, then every part stopped in reverse order. */
   shutdown(): Promise<void>;
@@ -286,6 +288,10 @@ export async function startRollguard(config: Config, kubeConfig: KubeAccess, log
     webhookPort: () => webhook.address().port,
     adminPort: () => admin.address().port,
     ready,
+    work: () => {
+      const { queued, inFlight } = restarter.workers.status();
+      return { reconciled: restarter.workers.reconciledTotal(), busy: queued + inFlight > 0 };
+    },
     status,
     shutdown: () => {
       shutdownPromise ??= (async () => {
@@ -306,18 +312,33 @@ export async function startRollguard(config: Config, kubeConfig: KubeAccess, log
   };
 }
 
-/** Once `running` is first ready (caches synced), and TRIM_AFTER_READY_MS later, gives back what start-up grew (heap.ts). */
-function trimOnceReady(running: RunningRollguard, logger: Logger): void {
+/**
+ * Gives back what start-up grew (heap.ts): once `running` is first ready (caches synced), and
+ * TRIM_AFTER_READY_MS later; then after each burst of the leader's reconciles (its first pass
+ * over every set, a storm), once they have stopped (TrimAfterBursts).
+ */
+function trimAfterStartAndBursts(running: RunningRollguard, logger: Logger): void {
+  const trim = (why: string): void => {
+    const { beforeBytes, afterBytes, pauseMs } = trimHeap();
+    logger.info({ rssBeforeMiB: Math.round(beforeBytes / MIB), rssAfterMiB: Math.round(afterBytes / MIB), pauseMs: Math.round(pauseMs) }, why);
+  };
+  const bursts = new TrimAfterBursts();
+  let readyAt: number | undefined;
+  let startTrimmed = false;
   const poll = setInterval(() => {
-    if (!running.ready()) return;
-    clearInterval(poll);
-    setTimeout(() => {
-      const { beforeBytes, afterBytes, pauseMs } = trimHeap();
-      logger.info(
-        { rssBeforeMiB: Math.round(beforeBytes / MIB), rssAfterMiB: Math.round(afterBytes / MIB), pauseMs: Math.round(pauseMs) },
-        'start-up done: gave back the heap start-up grew',
-      );
-    }, TRIM_AFTER_READY_MS).unref();
+    const now = Date.now();
+    if (readyAt === undefined) {
+      if (running.ready()) readyAt = now;
+      return;
+    }
+    if (!startTrimmed) {
+      if (now - readyAt < TRIM_AFTER_READY_MS) return;
+      startTrimmed = true;
+      trim('start-up done: gave back the heap start-up grew');
+      return;
+    }
+    const { reconciled, busy } = running.work();
+    if (bursts.due(now, reconciled, busy)) trim(`reconciles done (${reconciled} so far): gave back the heap they grew`);
   }, TRIM_POLL_MS);
   poll.unref();
 }
@@ -331,7 +352,7 @@ export async function serve(config: Config): Promise<number> {
   const kubeConfig = await loadClusterAccess(config.kubeconfig);
   const running = await startRollguard(config, kubeConfig, logger);
   logger.info({ webhookPort: running.webhookPort(), adminPort: running.adminPort() }, 'rollguard started');
-  trimOnceReady(running, logger);
+  trimAfterStartAndBursts(running, logger);
 
   return new Promise<number>((resolve) => {
     let signalled = false;

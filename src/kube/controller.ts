@@ -118,6 +118,8 @@ export class Controller implements Runnable {
   private current: RunningTerm | undefined;
   private readonly log: Logger;
   private readonly sizing: WorkerSizing | undefined;
+  /** Reconciles finished, over every term. */
+  private reconciled = 0;
 
   constructor(private readonly opts: ControllerOptions) {
     if (!Number.isInteger(opts.workers) || opts.workers < 1) throw new Error(`${opts.name}: workers must be a positive integer, got ${opts.workers}`);
@@ -150,6 +152,11 @@ export class Controller implements Runnable {
   status(): ControllerStatus {
     const term = this.current;
     return { queued: term && !term.signal.aborted ? term.queue.depth() : 0, inFlight: term?.inFlight ?? 0, workers: term?.workers ?? 0 };
+  }
+
+  /** How many reconciles have finished since the controller was made, over every term. */
+  reconciledTotal(): number {
+    return this.reconciled;
   }
 
   /** The running term's queue, map by map (keys queued, delayed, backing off); for /status (`memory`). */
@@ -253,6 +260,7 @@ export class Controller implements Runnable {
         endTimer();
         term.queue.done(key);
         term.inFlight--;
+        this.reconciled++;
       }
     }
     term.workers--;

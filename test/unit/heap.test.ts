@@ -1,6 +1,6 @@
 import v8 from 'node:v8';
 import { describe, expect, it } from 'vitest';
-import { trimHeap } from '../../src/heap.js';
+import { QUIET_BEFORE_TRIM_MS, TRIM_AFTER_RECONCILES, TrimAfterBursts, trimHeap } from '../../src/heap.js';
 
 const newSpaceCommitted = (): number => v8.getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')!.space_size;
 
@@ -21,5 +21,40 @@ describe('trimHeap', () => {
     expect(pauseMs).toBeGreaterThan(0);
     expect(kept).toEqual([]);
     expect('gc' in globalThis, 'the gc function is not left in the global scope').toBe(false);
+  });
+});
+
+describe('TrimAfterBursts', () => {
+  it('is due once a burst of reconciles has been quiet long enough, and not again until the next burst', () => {
+    const policy = new TrimAfterBursts();
+    let now = 0;
+    const poll = (reconciled: number, busy: boolean): boolean => policy.due((now += 1_000), reconciled, busy);
+    // a small trickle is no burst
+    expect(poll(TRIM_AFTER_RECONCILES - 1, false)).toBe(false);
+    // the first pass: busy while it runs
+    expect(poll(3_000, true)).toBe(false);
+    expect(poll(5_000, true)).toBe(false);
+    const quietPolls = QUIET_BEFORE_TRIM_MS / 1_000;
+    const after: boolean[] = [];
+    for (let i = 0; i <= quietPolls; i++) after.push(poll(5_000, false));
+    expect(after.filter(Boolean)).toHaveLength(1);
+    expect(after.at(-1)).toBe(true);
+    // quiet on: nothing more
+    for (let i = 0; i < 20; i++) expect(poll(5_000, false)).toBe(false);
+    // a storm: work again, and quiet once more
+    expect(poll(5_000 + TRIM_AFTER_RECONCILES, true)).toBe(false);
+    const storm: boolean[] = [];
+    for (let i = 0; i <= quietPolls; i++) storm.push(poll(5_000 + TRIM_AFTER_RECONCILES, false));
+    expect(storm.filter(Boolean)).toHaveLength(1);
+  });
+
+  it('waits out the quiet again when work comes back before it', () => {
+    const policy = new TrimAfterBursts();
+    expect(policy.due(0, 1_000, false)).toBe(false);
+    expect(policy.due(QUIET_BEFORE_TRIM_MS - 1, 1_000, false)).toBe(false);
+    expect(policy.due(QUIET_BEFORE_TRIM_MS, 1_001, true)).toBe(false);
+    expect(policy.due(QUIET_BEFORE_TRIM_MS + 1, 1_001, false)).toBe(false);
+    expect(policy.due(2 * QUIET_BEFORE_TRIM_MS, 1_001, false)).toBe(false);
+    expect(policy.due(2 * QUIET_BEFORE_TRIM_MS + 1, 1_001, false)).toBe(true);
   });
 });
