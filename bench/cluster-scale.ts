@@ -8,7 +8,8 @@ import { ENABLED_LABEL, annotationKey } from '../src/restarter/annotations.js';
 import { createCertificateAuthority, createSignedCertificate } from '../src/tls/certificates.js';
 import { certDir, peakRssOf, rssOf } from './side-by-side/peer.js';
 import { review } from './side-by-side/review.js';
-import { memoryLine, mib, startRollguardServe, type RollguardServe } from './side-by-side/rollguard-serve.js';
+import { referencedObjects } from '../src/restarter/references.js';
+import { deployedNodeOptions, memoryLine, mib, startRollguardServe, type RollguardServe } from './side-by-side/rollguard-serve.js';
 import { parseMetrics, sumOf, type Sample } from '../test/e2e/apiserver-metrics.js';
 
 // A large cluster on the real control plane: 1,000 namespaces, 5,000 opted-in StatefulSets
@@ -22,8 +23,8 @@ import { parseMetrics, sumOf, type Sample } from '../test/e2e/apiserver-metrics.
 //   npm run bench -- cluster-scale
 //   BENCH_NAMESPACES (1000), BENCH_SETS_PER_NAMESPACE (5), BENCH_OBJECTS_PER_NAMESPACE (100),
 //   BENCH_STORM (2000), BENCH_PACE (100 restarts/s), BENCH_WORKERS (rollguard's --workers), BENCH_MAX_WORKERS (its --max-workers),
-//   BENCH_KUBECONFIG (a control plane kept, objects created); for profiles: BENCH_NODE_ARGS (node flags of
-//   rollguard, e.g. "--cpu-prof --cpu-prof-dir=/tmp/p"), BENCH_APISERVER_ARGS (e.g. "--profiling=true" for
+//   BENCH_KUBECONFIG (a control plane kept, objects created); BENCH_NODE_ARGS (node flags of rollguard after
+//   the image's NODE_OPTIONS, which it always runs with, e.g. "--cpu-prof --cpu-prof-dir=/tmp/p"; "none": no flags), BENCH_APISERVER_ARGS (e.g. "--profiling=true" for
 //   the API server's /debug/pprof), BENCH_HEAP_SNAPSHOT (a folder: a heap snapshot of rollguard once settled, for
 //   `npm run bench -- heap-summary FILE`)
 
@@ -171,9 +172,24 @@ async function create(request: Request, path: string, body: unknown): Promise<Cr
   }
 }
 
+/**
+ * The namespace of the review sent to /mutate during the storm, with the ConfigMaps and Secrets
+ * it references: a review that names objects the caches do not know waits --reference-wait for
+ * them (1 s), and a workload's own objects exist in a cluster.
+ */
+async function populateReviewed(request: Request): Promise<void> {
+  const { request: reviewed } = JSON.parse(review('populate')) as { request: { namespace: string; object: { spec: { template: unknown } } } };
+  await create(request, '/api/v1/namespaces', { metadata: { name: reviewed.namespace } });
+  for (const ref of referencedObjects(reviewed.object.spec.template, { projected: true })) {
+    const plural = ref.kind === 'ConfigMap' ? 'configmaps' : 'secrets';
+    await create(request, `/api/v1/namespaces/${reviewed.namespace}/${plural}`, { metadata: { name: ref.name }, data: {} });
+  }
+}
+
 /** Writes the whole cluster; every set is created with the annotations rollguard would give it, so the start patches nothing. */
 async function populate(request: Request): Promise<void> {
   const started = performance.now();
+  await populateReviewed(request);
   await inParallel(NAMESPACES, async (n) => void (await create(request, '/api/v1/namespaces', { metadata: { name: ns(n) } })));
   await create(request, '/api/v1/namespaces', { metadata: { name: 'rollguard-system' } });
   const half = OBJECTS_PER_NAMESPACE / 2;
@@ -355,8 +371,11 @@ async function main(): Promise<void> {
   try {
     if ((await request('GET', `/api/v1/namespaces/${ns(NAMESPACES - 1)}`)).status !== 200) await populate(request);
     await watch.start(request, server, agentOptions);
+    // the image's NODE_OPTIONS, as deployed, then BENCH_NODE_ARGS (a later flag wins); BENCH_NODE_ARGS=none: no flags at all
+    const nodeArgs = process.env.BENCH_NODE_ARGS === 'none' ? [] : [...deployedNodeOptions(), ...words(process.env.BENCH_NODE_ARGS)];
+    console.log(`rollguard serve runs with node ${nodeArgs.join(' ') || '(no flags)'}`);
     const snapshotArgs = HEAP_SNAPSHOT_DIR ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${HEAP_SNAPSHOT_DIR}`] : [];
-    const start = () => startRollguardServe({ kubeconfigPath, certDir: dir, namespace: 'rollguard-system', nodeArgs: [...snapshotArgs, ...words(process.env.BENCH_NODE_ARGS)], args: [`--max-restarts-per-second=${PACE}`, ...(WORKERS ? [`--workers=${WORKERS}`] : []), ...(MAX_WORKERS ? [`--max-workers=${MAX_WORKERS}`] : [])] });
+    const start = () => startRollguardServe({ kubeconfigPath, certDir: dir, namespace: 'rollguard-system', nodeArgs: [...snapshotArgs, ...nodeArgs], args: [`--max-restarts-per-second=${PACE}`, ...(WORKERS ? [`--workers=${WORKERS}`] : []), ...(MAX_WORKERS ? [`--max-workers=${MAX_WORKERS}`] : [])] });
 
     const t0 = performance.now();
     rg = await start();

@@ -7,7 +7,7 @@ import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { startControlPlane } from '../src/dev/control-plane.js';
 import { createCertificateAuthority, createSignedCertificate } from '../src/tls/certificates.js';
 import { certDir, rssOf, startPeer } from './side-by-side/peer.js';
-import { memoryLine, startRollguardServe } from './side-by-side/rollguard-serve.js';
+import { deployedNodeOptions, memoryLine, startRollguardServe } from './side-by-side/rollguard-serve.js';
 
 // What each dependency costs in memory, and rollguard's idle RSS beside the controller-runtime
 // peer's, in one run.
@@ -46,13 +46,6 @@ const MODULES = [
 const MB = 1024 * 1024;
 const mb = (bytes: number): string => `${(bytes / MB).toFixed(1)} MB`;
 
-/** NODE_OPTIONS as the image sets them. */
-function deployedNodeOptions(): string[] {
-  const dockerfile = fs.readFileSync(path.join(REPO, 'Dockerfile'), 'utf8');
-  const value = /NODE_OPTIONS="([^"]*)"/.exec(dockerfile)?.[1];
-  if (value === undefined) throw new Error('the Dockerfile sets no NODE_OPTIONS');
-  return value.split(' ').filter(Boolean);
-}
 
 const IMPORT_SCRIPT = `
   const collect = require('node:vm').runInNewContext('gc');

@@ -6,6 +6,14 @@ import { freePort } from '../../test/env/ports.js';
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
+/** NODE_OPTIONS as the image sets them (the Dockerfile): the deployed configuration. */
+export function deployedNodeOptions(): string[] {
+  const dockerfile = fs.readFileSync(path.join(REPO_ROOT, 'Dockerfile'), 'utf8');
+  const value = /NODE_OPTIONS="([^"]*)"/.exec(dockerfile)?.[1];
+  if (value === undefined) throw new Error('the Dockerfile sets no NODE_OPTIONS');
+  return value.split(' ').filter(Boolean);
+}
+
 export interface RollguardServe {
   child: ChildProcess;
   webhookPort: number;
