@@ -43,6 +43,8 @@ const BURST = Math.max(1, Math.ceil(PACE));
 const WRITE_CONCURRENCY = 12;
 const ADMISSION_RATE = 100;
 const SETTLE_MS = 30_000;
+/** After the first pass: rollguard gives back what a burst grew once it has been quiet 5 s (src/heap.ts). */
+const AFTER_PASS_MS = 10_000;
 const QUIET_AFTER_RESTART_MS = 20_000;
 const NS_PREFIX = 'scale-';
 
@@ -390,6 +392,14 @@ async function main(): Promise<void> {
     console.log(`rollguard serve: caches synced ${secs(synced - t0)} after start, ready ${secs(ready - t0)} (${objects} objects cached; target ready <= 60 s)`);
     console.log(`  RSS peak ${mib(peakAtStart)}, settled ${mib(settled)} (${SETTLE_MS / 1000} s after ready; target <= 150 MiB); ${startPatches} patches at start`);
     console.log(`  settled: ${memoryLine(settled, await rg.memory())}`);
+    // the leader's first pass over every set (its digests recorded), then the quiet in which rollguard gives back what it grew
+    const passDone = await waitUntil('the first pass over every set', 300_000, async () => {
+      const loop = ((await rg!.status()) as { reconcile?: { in_flight: number; queued: number } }).reconcile;
+      return loop?.in_flight === 0 && loop.queued === 0;
+    });
+    await new Promise((r) => setTimeout(r, AFTER_PASS_MS));
+    const afterPass = rssOf(rg.child.pid!);
+    console.log(`  the first pass over every set ended ${secs(passDone - ready)} after ready; ${AFTER_PASS_MS / 1000} s later: ${memoryLine(afterPass, await rg.memory())}`);
     if (HEAP_SNAPSHOT_DIR) console.log(`  heap snapshot: ${await heapSnapshot(rg.child.pid!, HEAP_SNAPSHOT_DIR)}`);
 
     // what the loop still has to do when the storm starts: the storm's sets queue behind it
@@ -456,7 +466,9 @@ async function main(): Promise<void> {
     rg = await start();
     const readyAgain = await waitUntil('ready after restart', 300_000, () => rg!.ready());
     await new Promise((r) => setTimeout(r, QUIET_AFTER_RESTART_MS));
-    console.log(`restart after the storm: ready in ${secs(readyAgain - t1)}; ${watch.patches.length - afterStop} patches in the ${QUIET_AFTER_RESTART_MS / 1000} s after ready (want 0)`);
+    console.log(
+      `restart after the storm: ready in ${secs(readyAgain - t1)}; ${watch.patches.length - afterStop} patches in the ${QUIET_AFTER_RESTART_MS / 1000} s after ready (want 0); RSS peak ${mib(peakRssOf(rg.child.pid!))}, now ${mib(rssOf(rg.child.pid!))}`,
+    );
   } finally {
     watch.stop();
     await rg?.stop();
