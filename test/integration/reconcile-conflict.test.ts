@@ -80,7 +80,7 @@ describe('restarter and a concurrent owner write', () => {
         throw e;
       });
     }
-    expect(result).toEqual({ patched: 'ReferencesAnnotated' });
+    expect(result).toEqual({ patched: 'ReferencesAnnotated', pacedMs: expect.any(Number) });
     const after = await read('stale');
     expect(after.spec!.template.spec!.containers[0]!.image).toBe('registry.example/app:2');
     expect(after.spec!.template.metadata!.annotations![annotationKey('ConfigMap', 'cfg')]).toBe(`${version.uid}/${version.resourceVersion}`);
