@@ -153,7 +153,17 @@ export class World {
 
   /** kubectl with `-o json`: the stored object's resourceVersion is the checker's write. */
   async kubectlWrite(namespace: string, args: string[], input?: string): Promise<Record<string, unknown> | undefined> {
-    const out = await this.kubectl(namespace, [...args, '-o', 'json'], input);
+    // kubectl replace of a manifest without a resourceVersion reads the live one's and PUTs with
+    // it: a write in between (rollguard's records) is a Conflict, and a user runs it again
+    let out: string;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        out = await this.kubectl(namespace, [...args, '-o', 'json'], input);
+        break;
+      } catch (err) {
+        if (args[0] !== 'replace' || attempt >= 5 || !(err as Error).message.includes('(Conflict)')) throw err;
+      }
+    }
     // a write that changes nothing (set image to the image it has) prints nothing
     if (out.trim() === '') return undefined;
     const obj = JSON.parse(out) as { metadata?: { resourceVersion?: string } };
