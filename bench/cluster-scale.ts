@@ -375,7 +375,7 @@ async function main(): Promise<void> {
     await watch.start(request, server, agentOptions);
     // the image's NODE_OPTIONS, as deployed, then BENCH_NODE_ARGS (a later flag wins); BENCH_NODE_ARGS=none: no flags at all
     const nodeArgs = process.env.BENCH_NODE_ARGS === 'none' ? [] : [...deployedNodeOptions(), ...words(process.env.BENCH_NODE_ARGS)];
-    console.log(`rollguard serve runs with node ${nodeArgs.join(' ') || '(no flags)'}`);
+    console.log(`rollguard serve (${process.env.BENCH_ROLLGUARD_CLI ?? "the image's bundle, dist/image/cli.js"}) runs with node ${nodeArgs.join(' ') || '(no flags)'}`);
     const snapshotArgs = HEAP_SNAPSHOT_DIR ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${HEAP_SNAPSHOT_DIR}`] : [];
     const start = () => startRollguardServe({ kubeconfigPath, certDir: dir, namespace: 'rollguard-system', nodeArgs: [...snapshotArgs, ...nodeArgs], args: [`--max-restarts-per-second=${PACE}`, ...(WORKERS ? [`--workers=${WORKERS}`] : []), ...(MAX_WORKERS ? [`--max-workers=${MAX_WORKERS}`] : [])] });
 

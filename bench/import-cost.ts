@@ -18,11 +18,12 @@ import { deployedNodeOptions, memoryLine, startRollguardServe } from './side-by-
 // minus that of the same process importing nothing; the median of IMPORT_RUNS. The modules are
 // each product dependency, the client-node pieces rollguard could reach (its root, the KubeConfig
 // module, the generated API), and rollguard's own start-up graph (dist/src/main.js: what `serve`
-// imports before it connects).
+// imports before it connects), compiled and as the image's bundle holds it.
 // Idle RSS: `rollguard serve` with nothing to watch (an empty namespace, file certificates, no
 // leader election), SETTLE_MS after it is ready, beside the peer watching the same namespace;
-// with the NODE_OPTIONS the image sets (read from the Dockerfile: the deployed configuration)
-// and with none. Prints figures; asserts nothing.
+// the image's bundle with the NODE_OPTIONS the image sets (read from the Dockerfile: the
+// deployed configuration) and with none, and the compiled CLI with node_modules (unbundled)
+// with the image's flags. Prints figures; asserts nothing.
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const IMPORT_RUNS = Number(process.env.BENCH_IMPORT_RUNS ?? 3);
@@ -41,6 +42,11 @@ const MODULES = [
   'fast-json-patch',
   './dist/src/kube/kubeconfig.js',
   './dist/src/main.js',
+  // dist/src/main.js as the image holds it: its chunk of the bundle (rolldown.config.mjs)
+  ...fs
+    .readdirSync(path.join(REPO, 'dist', 'image'))
+    .filter((f) => /^main-[\w-]+\.js$/.test(f))
+    .map((f) => `./dist/image/${f}`),
 ];
 
 const MB = 1024 * 1024;
@@ -132,6 +138,7 @@ async function main(): Promise<void> {
     for (const [label, args] of [
       [`rollguard serve, deployed NODE_OPTIONS (${deployed.join(' ')})`, deployed],
       ['rollguard serve, no Node flags', []],
+      ['rollguard serve unbundled (dist/src/cli.js), deployed NODE_OPTIONS', [`BENCH_ROLLGUARD_CLI=${path.join(REPO, 'dist', 'src', 'cli.js')}`, ...deployed]],
       ...variants.map((v) => [`rollguard serve, ${v.join(' ')}`, v] as const),
     ] as const) {
       // NAME=value in a set: an environment variable of that process (MALLOC_ARENA_MAX=2), not a flag

@@ -50,7 +50,7 @@ export function memoryLine(rss: number, m: MemoryFigures): string {
 }
 
 /**
- * The product process, `rollguard serve` from dist/src/cli.js, on loopback ports with the bench's
+ * The product process, `rollguard serve` from the image's bundle (dist/image/cli.js), on loopback ports with the bench's
  * certificate files (no self-managed TLS, no caBundle to keep) and leader election off.
  */
 export async function startRollguardServe(opts: {
@@ -62,7 +62,8 @@ export async function startRollguardServe(opts: {
   args?: string[];
   nodeArgs?: string[];
 }): Promise<RollguardServe> {
-  const cli = path.join(REPO_ROOT, 'dist', 'src', 'cli.js');
+  // the image's bundle (rolldown.config.mjs), as deployed; BENCH_ROLLGUARD_CLI=dist/src/cli.js for the compiled modules
+  const cli = process.env.BENCH_ROLLGUARD_CLI ?? path.join(REPO_ROOT, 'dist', 'image', 'cli.js');
   if (!fs.existsSync(cli)) throw new Error(`${cli} is missing: run npm run build:bench first`);
   const [webhookPort, adminPort] = [await freePort(), await freePort()];
   const child = spawn(

@@ -15,12 +15,22 @@ function repoRoot(): string {
 }
 const REPO_ROOT = repoRoot();
 const CLI = path.join(REPO_ROOT, 'dist', 'src', 'cli.js');
+/** The image's rollguard: the CLI bundled as the Dockerfile bundles it (rolldown.config.mjs). */
+export const IMAGE_CLI = path.join(REPO_ROOT, 'dist', 'image', 'cli.js');
 
 /** Compiles rollguard once so tests can run it as a real process, signals and all. */
 export function buildRollguard(): void {
   execFileSync(process.execPath, [path.join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'], {
     cwd: REPO_ROOT,
     stdio: 'inherit',
+  });
+}
+
+/** Bundles the compiled CLI into dist/image as the image build does; needs buildRollguard's output. */
+export function buildImageBundle(): void {
+  execFileSync(process.execPath, [path.join(REPO_ROOT, 'node_modules', 'rolldown', 'bin', 'cli.mjs'), '-c', 'rolldown.config.mjs'], {
+    cwd: REPO_ROOT,
+    stdio: ['ignore', 'ignore', 'inherit'],
   });
 }
 
@@ -45,6 +55,8 @@ export interface RollguardProcessOptions {
   kubeconfigPath: string;
   args?: string[];
   env?: Record<string, string>;
+  /** The script to run; the compiled CLI (dist/src/cli.js) by default. */
+  cli?: string;
   /** Ports of a replica started again behind a balancer that knows them; free ones by default. */
   webhookPort?: number;
   adminPort?: number;
@@ -52,7 +64,8 @@ export interface RollguardProcessOptions {
 
 /** `rollguard serve` as a child process on free loopback ports; its log goes to a file. */
 export async function startRollguardProcess(opts: RollguardProcessOptions): Promise<RollguardProcess> {
-  if (!fs.existsSync(CLI)) throw new Error(`${CLI} is missing: the integration global setup builds it`);
+  const cli = opts.cli ?? CLI;
+  if (!fs.existsSync(cli)) throw new Error(`${cli} is missing: the integration global setup builds it`);
   const webhookPort = opts.webhookPort ?? (await freePort());
   const adminPort = opts.adminPort ?? (await freePort());
   const logFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'rollguard-proc-')), `${opts.name}.log`);
@@ -60,7 +73,7 @@ export async function startRollguardProcess(opts: RollguardProcessOptions): Prom
   const child = spawn(
     process.execPath,
     [
-      CLI,
+      cli,
       'serve',
       `--kubeconfig=${opts.kubeconfigPath}`,
       '--webhook-host=127.0.0.1',

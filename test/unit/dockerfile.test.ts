@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 // The image cannot be built here (no Docker engine), so this checks what a build would
@@ -209,7 +209,7 @@ describe('Dockerfile', () => {
     expect(needed.filter((p) => !covered(p)), `not copied into the build stage (copied: ${copied.join(', ')})`).toEqual([]);
   });
 
-  it("ENTRYPOINT runs the file that package.json's bin names and the build produces", () => {
+  it("ENTRYPOINT runs the bundle of package.json's bin that the build stage writes", async () => {
     const entrypoint = execForm(runtime, 'ENTRYPOINT');
     expect(entrypoint, 'ENTRYPOINT in exec form').toBeDefined();
     const script = entrypoint!.find((arg) => arg.endsWith('.js'));
@@ -217,16 +217,24 @@ describe('Dockerfile', () => {
     const app = workdir(runtime);
     const inApp = path.posix.relative(app, path.posix.resolve(app, script!));
 
-    const pkg = JSON.parse(read('package.json')) as { bin: Record<string, string> };
-    expect(inApp).toBe(path.posix.normalize(pkg.bin.rollguard!));
-
+    // the bundle's input is what tsc makes of src/cli.ts, the file package.json's bin names
+    const pkg = JSON.parse(read('package.json')) as { bin: Record<string, string>; scripts: Record<string, string> };
     const { outDir = '.', rootDir = '.' } = tsconfig('tsconfig.build.json').compilerOptions ?? {};
     const source = 'src/cli.ts';
-    const output = path.posix.join(outDir, path.posix.relative(rootDir, source)).replace(/\.ts$/, '.js');
-    expect(inApp).toBe(output);
-    expect(fs.existsSync(path.join(ROOT, source)), `${source}, the source of ${output}, exists`).toBe(true);
+    const compiled = path.posix.join(outDir, path.posix.relative(rootDir, source)).replace(/\.ts$/, '.js');
+    expect(path.posix.normalize(pkg.bin.rollguard!)).toBe(compiled);
+    expect(fs.existsSync(path.join(ROOT, source)), `${source}, the source of ${compiled}, exists`).toBe(true);
+    const bundle = ((await import(pathToFileURL(path.join(ROOT, 'rolldown.config.mjs')).href)) as { default: { input: string; output: { dir: string } } }).default;
+    expect(path.posix.normalize(bundle.input)).toBe(compiled);
+    // the entry chunk keeps the input's name
+    expect(inApp).toBe(path.posix.join(path.posix.normalize(bundle.output.dir), path.posix.basename(compiled)));
 
-    // ...and that file is in the runtime stage: some COPY from the build stage brings its folder
+    // the build stage runs the script that compiles and bundles, with the config it needs
+    expect(pkg.scripts['build:image']).toMatch(/\bnpm run (--silent )?build\b.*&& rolldown -c rolldown\.config\.mjs/);
+    expect(build!.instructions.some((i) => i.keyword === 'RUN' && /\bnpm run build:image\b/.test(i.args))).toBe(true);
+    expect(copies(build!).filter((c) => c.from === undefined).flatMap((c) => c.sources.map(contextPath))).toContain('rolldown.config.mjs');
+
+    // ...and the bundle's folder is in the runtime stage: some COPY from the build stage brings it
     const fromBuild = copies(runtime).filter((c) => c.from === build!.name);
     const buildDir = workdir(build!);
     const brought = fromBuild.some((c) =>
@@ -239,7 +247,7 @@ describe('Dockerfile', () => {
     expect(brought, `a COPY --from=${build!.name} that brings ${inApp} to ${app}`).toBe(true);
   });
 
-  it('runs on Node 24 as a non-root user, with production dependencies only and no shell', () => {
+  it('runs on Node 24 as a non-root user, with no node_modules and no shell', () => {
     expect(runtime.image).toMatch(/^gcr\.io\/distroless\/nodejs24-|^node:24[.-]/);
     const user = runtime.instructions.filter((i) => i.keyword === 'USER').at(-1)?.args.split(':')[0];
     expect(user === 'nonroot' || (user !== undefined && /^\d+$/.test(user) && user !== '0'), `USER ${user}`).toBe(true);
@@ -255,12 +263,10 @@ describe('Dockerfile', () => {
       expect(entrypoint[0]).toMatch(/(^|\/)node$/);
     }
 
-    const modules = copies(runtime).find((c) => c.sources.some((s) => /node_modules\/?$/.test(s)));
-    expect(modules, 'node_modules copied into the runtime stage').toBeDefined();
-    const source = all.find((s) => s.name === modules!.from);
-    expect(source, `stage ${modules!.from}`).toBeDefined();
-    expect(source!.instructions.some((i) => i.keyword === 'RUN' && /\bnpm ci\b.*--omit=dev/.test(i.args))).toBe(true);
+    // the bundle carries its dependencies: no node_modules, and from the context only package.json ("type": "module", the version)
+    expect(all.flatMap(copies).filter((c) => c.sources.some((s) => /node_modules/.test(s)))).toEqual([]);
+    expect(copies(runtime).filter((c) => c.from !== undefined && c.from !== build!.name)).toEqual([]);
     const fromContextHere = copies(runtime).filter((c) => c.from === undefined).flatMap((c) => c.sources.map(contextPath));
-    expect(fromContextHere.sort()).toEqual(['package-lock.json', 'package.json']);
+    expect(fromContextHere).toEqual(['package.json']);
   });
 });
