@@ -18,7 +18,8 @@ import { deployedNodeOptions, memoryLine, startRollguardServe } from './side-by-
 // minus that of the same process importing nothing; the median of IMPORT_RUNS. The modules are
 // each product dependency, the client-node pieces rollguard could reach (its root, the KubeConfig
 // module, the generated API), and rollguard's own start-up graph (dist/src/main.js: what `serve`
-// imports before it connects), compiled and as the image's bundle holds it.
+// imports before it connects). The image's bundle cannot be imported a module at a time: its
+// idle process is measured below.
 // Idle RSS: `rollguard serve` with nothing to watch (an empty namespace, file certificates, no
 // leader election), SETTLE_MS after it is ready, beside the peer watching the same namespace;
 // the image's bundle with the NODE_OPTIONS the image sets (read from the Dockerfile: the
@@ -42,11 +43,6 @@ const MODULES = [
   'fast-json-patch',
   './dist/src/kube/kubeconfig.js',
   './dist/src/main.js',
-  // dist/src/main.js as the image holds it: its chunk of the bundle (rolldown.config.mjs)
-  ...fs
-    .readdirSync(path.join(REPO, 'dist', 'image'))
-    .filter((f) => /^main-[\w-]+\.js$/.test(f))
-    .map((f) => `./dist/image/${f}`),
 ];
 
 const MB = 1024 * 1024;
