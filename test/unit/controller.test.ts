@@ -35,6 +35,25 @@ class Gate implements Syncable {
   }
 }
 
+/** A reconciler that takes `ms` a key and counts how many run at once; `after` answers as the API server would (it may throw). */
+function timedReconciler(ms: number, after: () => void = () => undefined) {
+  let inFlight = 0;
+  let most = 0;
+  const term = () => ({
+    reconciler: {
+      reconcile: async (): Promise<ReconcileResult> => {
+        inFlight++;
+        most = Math.max(most, inFlight);
+        await new Promise((resolve) => setTimeout(resolve, ms));
+        inFlight--;
+        after();
+        return { pacedMs: 0 };
+      },
+    },
+  });
+  return { term, most: () => most };
+}
+
 function harness(overrides: Partial<ControllerOptions> = {}, answer: (key: string, calls: number) => ReconcileResult | Error = () => ({})) {
   const metrics = createMetrics(new Registry());
   const reconciled: string[] = [];
@@ -213,28 +232,13 @@ describe('Controller', () => {
   });
 
   it('with a pace, adds workers past its floor until rate × time of a paced reconcile is in flight, and halves them when the API server answers 429', async () => {
-    let inFlight = 0;
-    let most = 0;
     let throttled = false;
     const keys = Array.from({ length: 400 }, (_, i) => `ns/k${i}`);
-    const h = harness({
-      workers: 2,
-      pace: { ratePerSecond: 100, maxWorkers: 16 },
-      keys: () => keys,
-      term: () => ({
-        reconciler: {
-          reconcile: async () => {
-            inFlight++;
-            most = Math.max(most, inFlight);
-            // the API server's answers: 40 ms for each paced write
-            await new Promise((resolve) => setTimeout(resolve, 40));
-            inFlight--;
-            if (throttled) throw Object.assign(new Error('HTTP 429'), { code: 429 });
-            return { pacedMs: 0 };
-          },
-        },
-      }),
+    // the API server's answers: 40 ms for each paced write
+    const timed = timedReconciler(40, () => {
+      if (throttled) throw Object.assign(new Error('HTTP 429'), { code: 429 });
     });
+    const h = harness({ workers: 2, pace: { ratePerSecond: 100, maxWorkers: 16 }, keys: () => keys, term: timed.term });
     h.gate.release();
     const abort = new AbortController();
     await h.controller.start(abort.signal);
@@ -249,29 +253,14 @@ describe('Controller', () => {
       abort.abort();
       await h.controller.stopped();
     }
-    expect(most).toBeGreaterThanOrEqual(6);
-    expect(most).toBeLessThanOrEqual(16);
+    expect(timed.most()).toBeGreaterThanOrEqual(6);
+    expect(timed.most()).toBeLessThanOrEqual(16);
   });
 
   it('without a pace, keeps exactly its workers', async () => {
-    let inFlight = 0;
-    let most = 0;
     const keys = Array.from({ length: 50 }, (_, i) => `ns/k${i}`);
-    const h = harness({
-      workers: 3,
-      keys: () => keys,
-      term: () => ({
-        reconciler: {
-          reconcile: async () => {
-            inFlight++;
-            most = Math.max(most, inFlight);
-            await new Promise((resolve) => setTimeout(resolve, 20));
-            inFlight--;
-            return { pacedMs: 0 };
-          },
-        },
-      }),
-    });
+    const timed = timedReconciler(20);
+    const h = harness({ workers: 3, keys: () => keys, term: timed.term });
     h.gate.release();
     const abort = new AbortController();
     await h.controller.start(abort.signal);
@@ -279,7 +268,7 @@ describe('Controller', () => {
     expect(h.controller.status().workers).toBe(3);
     abort.abort();
     await h.controller.stopped();
-    expect(most).toBe(3);
+    expect(timed.most()).toBe(3);
   });
 
   it('starts and stops term-lived parts with the term, and waits for their side work', async () => {
