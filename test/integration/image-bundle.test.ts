@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENABLED_LABEL, annotationKey } from '../../src/restarter/annotations.js';
@@ -38,6 +39,18 @@ describe("the image's bundle (dist/image/cli.js)", () => {
     );
     expect(refused?.code).not.toBe(0);
     expect(refused?.stderr).toContain('--workers');
+  });
+
+  it("carries the license of every package it bundled, package.json's dependencies among them", () => {
+    const text = fs.readFileSync(path.join(path.dirname(IMAGE_CLI), 'THIRD-PARTY-LICENSES.txt'), 'utf8');
+    const entries = text.split(`\n${'-'.repeat(72)}\n\n`);
+    const { dependencies } = JSON.parse(fs.readFileSync('package.json', 'utf8')) as { dependencies: Record<string, string> };
+    for (const name of Object.keys(dependencies)) {
+      const entry = entries.find((e) => e.startsWith(`${name}@`));
+      expect(entry, `${name} in THIRD-PARTY-LICENSES.txt`).toBeDefined();
+      // a heading line, a blank line, then the license's own text
+      expect(entry!.split('\n').slice(2).join('\n').trim().length, `${name}'s license text`).toBeGreaterThan(100);
+    }
   });
 
   it('serves: annotates an opted-in StatefulSet, then rolls it once on a data change with an Event', async () => {
