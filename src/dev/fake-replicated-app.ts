@@ -36,6 +36,8 @@ export interface FakeReplicatedAppOptions {
   authorization?: string;
   /** delay between answering 503 and moving the label */
   moveDelayMs?: number;
+  /** delay between demoting the primary and promoting the candidate, when no pod holds the role (0) */
+  promoteDelayMs?: number;
   /**
    * https instead of http: each pod's server presents a certificate that `ca` issues for the
    * pod's name under the set's headless Service, `<pod>.<serviceName>.<namespace>.svc`.
@@ -279,7 +281,10 @@ export class FakeReplicatedApp {
   /** Demotes the primary, then promotes `to`, each a label write as Patroni's leader key moves. */
   private async moveTo(to: string): Promise<void> {
     const from = this.primary();
-    if (from && from !== to) await this.label(from, 'replica');
+    if (from && from !== to) {
+      await this.label(from, 'replica');
+      if (this.opts.promoteDelayMs) await new Promise((resolve) => setTimeout(resolve, this.opts.promoteDelayMs));
+    }
     await this.label(to, 'primary');
   }
 

@@ -34,7 +34,8 @@ export type EvictionVerdict =
 
 /**
  * The eviction guard's answer: an eviction of the primary of a handover-enabled set is deferred
- * (HTTP 429, which `kubectl drain` retries) until the role has moved; every other eviction is
+ * (HTTP 429, which `kubectl drain` retries) until the role has moved (the leader saw another
+ * Ready pod take it: a primary demoted while no pod holds the role is still deferred); every other eviction is
  * allowed at once, but for the candidate of a handover attempt in flight (it may be the primary
  * in a moment; deferred until the attempt's deadline at most). Bounded: with no other Ready pod,
  * or past maxDeferMs, the primary is allowed with a warning.
@@ -46,17 +47,22 @@ export function decideEviction(f: EvictionFacts): EvictionVerdict {
   if (!parsed?.ok) return { allow: true };
   const podName = pod.metadata?.name ?? '';
   const setName = set.metadata?.name ?? '';
+  const read = readHandoverState(set);
+  const state = read.kind === 'state' && read.state.from === podName ? read.state : undefined;
+  const ready = set.status?.readyReplicas ?? 0;
   if (!matches(parsed.settings.selector, pod.metadata?.labels)) {
+    // demoted, but the leader has not yet seen a Ready pod take the role: the role has not moved
+    if (state && state.fromUid === pod.metadata?.uid && state.outcome !== 'proceed' && ready > 1 && !deferredTooLong(f)) {
+      return { allow: false, mark: false, about: 'primary', message: `rollguard: pod ${podName} handed the primary role of StatefulSet ${setName} away, and no other pod is seen to hold it yet; retry` };
+    }
     if (!claimedAsCandidate(pod, f.now)) return { allow: true, guarded: true };
     return { allow: false, mark: false, about: 'candidate', message: `rollguard: pod ${podName} is the candidate of a handover of the primary role of StatefulSet ${setName} in progress, retry` };
   }
-  if ((set.status?.readyReplicas ?? 0) <= 1) {
+  if (ready <= 1) {
     return { allow: true, warning: `rollguard: pod ${podName} is the primary of StatefulSet ${setName} and no other pod is Ready to take the role: evicted without a handover` };
   }
-  const read = readHandoverState(set);
-  const state = read.kind === 'state' && read.state.from === podName ? read.state : undefined;
   if (state?.outcome === 'proceed') return { allow: true, warning: `rollguard: the handover from ${podName} failed; evicted as handover-on-failure: proceed allows` };
-  if (f.firstDeferredAt && f.now.getTime() - f.firstDeferredAt.getTime() >= f.maxDeferMs) {
+  if (deferredTooLong(f)) {
     return {
       allow: true,
       warning: `rollguard: pod ${podName} is still the primary of StatefulSet ${setName} after ${Math.round(f.maxDeferMs / MS_PER_MINUTE)} m of handover attempts: evicted without a handover`,
@@ -72,4 +78,8 @@ export function decideEviction(f: EvictionFacts): EvictionVerdict {
       ? `rollguard: pod ${podName} is the primary of StatefulSet ${setName}; a handover of the role is in progress, retry`
       : `rollguard: pod ${podName} is the primary of StatefulSet ${setName}; eviction triggered a handover of the role, retry`,
   };
+}
+
+function deferredTooLong(f: EvictionFacts): boolean {
+  return f.firstDeferredAt !== undefined && f.now.getTime() - f.firstDeferredAt.getTime() >= f.maxDeferMs;
 }

@@ -53,7 +53,7 @@ describe('primary handover (rollguard as a process, fake replicated application)
     name: string,
     annotations: (port: number) => Record<string, string>,
     primary: number,
-    appOptions: { authorization?: string } = {},
+    appOptions: { authorization?: string; promoteDelayMs?: number } = {},
   ): Promise<{ app: FakeReplicatedApp; port: number }> {
     const port = await freePort();
     const app = await new FakeReplicatedApp(kc, fixture.ns, { setName: name, port, ...appOptions }).start();
@@ -249,7 +249,8 @@ describe('primary handover (rollguard as a process, fake replicated application)
 
   it('eviction guard: the primary is deferred with 429 until the role moved; a replica at once; rollguard unreachable: allowed', async () => {
     printProcessLogsOnFailure([fixture.rollguard]);
-    const { app } = await dbSet('evict', () => ({}), 0);
+    // the app demotes evict-0 3 s before it promotes another pod, as Patroni's leader key moves: no pod is primary meanwhile
+    const { app } = await dbSet('evict', () => ({}), 0, { promoteDelayMs: 3_000 });
     const admission = kc.makeApiClient(AdmissionregistrationV1Api);
     const caBundle = (await admission.readMutatingWebhookConfiguration({ name: fixture.ns })).webhooks?.[0]?.clientConfig.caBundle;
     expect(caBundle).toBeTruthy();
@@ -278,8 +279,12 @@ describe('primary handover (rollguard as a process, fake replicated application)
         const answer = await evict('evict-0');
         retries++;
         return answer.code === 201 || `${answer.code}`;
-      }, { timeoutMs: 60_000, intervalMs: 1_000 });
+      }, { timeoutMs: 60_000, intervalMs: 250 });
       expect(retries).toBeGreaterThan(0);
+      // allowed only once another Ready pod holds the role, not while none does
+      const pods = (await core.listNamespacedPod({ namespace: fixture.ns, labelSelector: 'role=primary' })).items;
+      const holders = pods.filter((p) => p.metadata?.name !== 'evict-0' && p.metadata?.name?.startsWith('evict-') && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+      expect(holders.map((p) => p.metadata?.name)).toHaveLength(1);
       expect(app.calls).toHaveLength(1);
       expect(app.primaryDeletions).toEqual([]);
       // the guard lets the eviction through once the label moved; the runner's Event of it may land a moment later

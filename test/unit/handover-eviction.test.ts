@@ -32,6 +32,24 @@ describe('decideEviction', () => {
     expect(decideEviction(facts({ set: inFlight }))).toMatchObject({ allow: false, mark: false });
   });
 
+  it('defers a primary that was demoted until the leader saw another Ready pod take the role', () => {
+    const handingOver = (over: Record<string, unknown> = {}, readyReplicas = 3): V1StatefulSet =>
+      set({ 'rollguard.io/handover-state': JSON.stringify({ from: 'db-0', fromUid: 'u0', to: 'db-1', trigger: 'requested', startedAt: NOW.toISOString(), calledAt: NOW.toISOString(), attempt: 1, fallback: false, ...over }) }, readyReplicas);
+    expect(decideEviction(facts({ pod: pod('replica'), set: handingOver() }))).toEqual({
+      allow: false,
+      mark: false,
+      about: 'primary',
+      message: 'rollguard: pod db-0 handed the primary role of StatefulSet db away, and no other pod is seen to hold it yet; retry',
+    });
+    // the leader removed its state: the role moved
+    expect(decideEviction(facts({ pod: pod('replica'), set: set() }))).toEqual({ allow: true, guarded: true });
+    // another pod of that name, on-failure proceed, no other Ready pod, or deferred past the bound
+    expect(decideEviction(facts({ pod: pod('replica'), set: handingOver({ fromUid: 'u-old' }) }))).toEqual({ allow: true, guarded: true });
+    expect(decideEviction(facts({ pod: pod('replica'), set: handingOver({ outcome: 'proceed' }) }))).toEqual({ allow: true, guarded: true });
+    expect(decideEviction(facts({ pod: pod('replica'), set: handingOver({}, 1) }))).toEqual({ allow: true, guarded: true });
+    expect(decideEviction(facts({ pod: pod('replica'), set: handingOver(), firstDeferredAt: new Date(NOW.getTime() - 600_000) }))).toEqual({ allow: true, guarded: true });
+  });
+
   it('allows every other eviction at once; a replica of a guarded set is to be marked first', () => {
     expect(decideEviction(facts({ pod: pod('replica') }))).toEqual({ allow: true, guarded: true });
     expect(decideEviction(facts({ pod: pod('replica', false, claimedUntil(-1)) }))).toEqual({ allow: true, guarded: true });
