@@ -20,6 +20,7 @@ import { serviceAccountCredentials, type ServiceAccountCredentials } from '../en
 import { startRollguardProcess, type RollguardProcess } from '../env/rollguard-process.js';
 import { RESTART_REASON_ANNOTATION } from '../../src/restarter/annotations.js';
 import { rolloutsOf, workloadApi, type AnyWorkload } from '../env/workload-rollouts.js';
+import { againOnConflict } from '../env/conflict-retry.js';
 
 // The restart promise against the operations users make with whole objects: kubectl replace
 // (Argo CD's Replace=true), kubectl rollout undo, a copy made with kubectl get -o yaml. rollguard
@@ -32,19 +33,9 @@ function kubectl(namespace: string, ...args: string[]): string {
   return execFileSync(KUBECTL(), [`--kubeconfig=${kubeconfigPath}`, '-n', namespace, ...args], { encoding: 'utf8', timeout: 30_000 });
 }
 
-/**
- * `kubectl replace -f` of a manifest without a resourceVersion: kubectl reads the live object's
- * and sends the PUT with it, so a write in between (rollguard's records on the set) makes it a
- * Conflict, and the user runs it again, as this does.
- */
-function replace(namespace: string, file: string, ...args: string[]): string {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return kubectl(namespace, 'replace', '-f', file, ...args);
-    } catch (err) {
-      if (attempt >= 5 || !String((err as { stderr?: unknown }).stderr ?? err).includes('(Conflict)')) throw err;
-    }
-  }
+/** `kubectl replace -f`, run again on a Conflict as a user would (test/env/conflict-retry.ts). */
+function replace(namespace: string, file: string, ...args: string[]): Promise<string> {
+  return againOnConflict(() => kubectl(namespace, 'replace', '-f', file, ...args));
 }
 
 /** A manifest as a user keeps it in git: labelled, reading `configMap` through envFrom, no pods to play (a DaemonSet has its one). */
@@ -149,7 +140,7 @@ describe('kubectl replace of an unchanged manifest (Argo CD Replace=true) bypass
 
     const changedTo = await changeConfigMap(ns, cm, '1');
     const changedAt = Date.now();
-    replace(ns, file);
+    await replace(ns, file);
     const replaced = await api.read(ns, name);
     // the replace itself: the template as it was, no new generation, rollguard's records kept. (A
     // Deployment's replace drops deployment.kubernetes.io/revision, which is a generation whatever
@@ -204,7 +195,7 @@ describe('kubectl replace bypasses no restart floor and no data check', () => {
     });
     const firstAt = Date.parse(once.metadata!.annotations![LAST_RESTART_ANNOTATION]!);
     const second = await changeConfigMap(ns, 'floor', '2');
-    replace(ns, file);
+    await replace(ns, file);
     const replaced = await read();
     expect(replaced.metadata?.generation).toBe(once.metadata?.generation);
     expect(replaced.metadata?.annotations?.[LAST_RESTART_ANNOTATION]).toBe(once.metadata!.annotations![LAST_RESTART_ANNOTATION]);
@@ -219,7 +210,7 @@ describe('kubectl replace bypasses no restart floor and no data check', () => {
     // a label on the ConfigMap (its data the same), then the replace: the data check still decides, nothing rolls
     const metadataOnlyBefore = await metric(fixture, 'rollguard_metadata_only_changes_total');
     await core.patchNamespacedConfigMap({ name: 'floor', namespace: ns, body: [{ op: 'add', path: '/metadata/labels', value: { team: 'a' } }] });
-    replace(ns, file);
+    await replace(ns, file);
     await waitUntil('the loop to judge the label a metadata-only change', async () => (await metric(fixture, 'rollguard_metadata_only_changes_total')) > metadataOnlyBefore || 'not yet', { timeoutMs: 30_000 });
     await idle(fixture);
     const after = await read();
@@ -261,7 +252,7 @@ describe('kubectl replace while the webhook is unreachable (the loop alone) bypa
     const firstAt = Date.parse(annotated.metadata!.annotations![LAST_RESTART_ANNOTATION]!);
 
     // the object as the replace stored it, before the loop's answer
-    const replaced = JSON.parse(replace(ns, file, '-o', 'json')) as AnyWorkload;
+    const replaced = JSON.parse(await replace(ns, file, '-o', 'json')) as AnyWorkload;
     expect(replaced.spec?.template.metadata?.annotations?.[key], 'the replace dropped the annotation').toBeUndefined();
     expect(replaced.metadata?.annotations?.[LAST_RESTART_ANNOTATION]).toBeUndefined();
 

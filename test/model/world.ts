@@ -9,6 +9,7 @@ import { waitUntil } from '../env/wait.js';
 import { Recorder } from './recorder.js';
 import { manifest } from './universe.js';
 import type { V1StatefulSet } from '@kubernetes/client-node';
+import { againOnConflict } from '../env/conflict-retry.js';
 
 // The real things the model checker drives: two namespaces, rollguard as a real process running
 // as a ServiceAccount of its own, its webhook, kubectl, and (when the caller owns the control
@@ -153,17 +154,9 @@ export class World {
 
   /** kubectl with `-o json`: the stored object's resourceVersion is the checker's write. */
   async kubectlWrite(namespace: string, args: string[], input?: string): Promise<Record<string, unknown> | undefined> {
-    // kubectl replace of a manifest without a resourceVersion reads the live one's and PUTs with
-    // it: a write in between (rollguard's records) is a Conflict, and a user runs it again
-    let out: string;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        out = await this.kubectl(namespace, [...args, '-o', 'json'], input);
-        break;
-      } catch (err) {
-        if (args[0] !== 'replace' || attempt >= 5 || !(err as Error).message.includes('(Conflict)')) throw err;
-      }
-    }
+    const write = (): Promise<string> => this.kubectl(namespace, [...args, '-o', 'json'], input);
+    // a replace is run again on a Conflict, as a user would (test/env/conflict-retry.ts)
+    const out = args[0] === 'replace' ? await againOnConflict(write) : await write();
     // a write that changes nothing (set image to the image it has) prints nothing
     if (out.trim() === '') return undefined;
     const obj = JSON.parse(out) as { metadata?: { resourceVersion?: string } };
