@@ -2,16 +2,14 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { deployedNodeOptions as dockerfileNodeOptions } from '../../test/env/deployed-node-options.js';
 import { freePort } from '../../test/env/ports.js';
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
-/** NODE_OPTIONS as the image sets them (the Dockerfile): the deployed configuration. */
+/** NODE_OPTIONS as the image sets them (the Dockerfile), one flag each: the deployed configuration. */
 export function deployedNodeOptions(): string[] {
-  const dockerfile = fs.readFileSync(path.join(REPO_ROOT, 'Dockerfile'), 'utf8');
-  const value = /NODE_OPTIONS="([^"]*)"/.exec(dockerfile)?.[1];
-  if (value === undefined) throw new Error('the Dockerfile sets no NODE_OPTIONS');
-  return value.split(' ').filter(Boolean);
+  return dockerfileNodeOptions().split(' ').filter(Boolean);
 }
 
 export interface RollguardServe {
