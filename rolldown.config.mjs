@@ -6,14 +6,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
-export const LICENSES_FILE = 'THIRD-PARTY-LICENSES.txt';
+const LICENSES_FILE = 'THIRD-PARTY-LICENSES.txt';
 
 /** The folder of the npm package a module file belongs to, or undefined for rollguard's own. */
 function packageDirOf(file) {
-  const at = file.lastIndexOf(`${path.sep}node_modules${path.sep}`);
+  const marker = `${path.sep}node_modules${path.sep}`;
+  const at = file.lastIndexOf(marker);
   if (at < 0) return undefined;
-  const rest = file.slice(at + '/node_modules/'.length).split(path.sep);
-  return file.slice(0, at + '/node_modules/'.length) + (rest[0].startsWith('@') ? path.join(rest[0], rest[1]) : rest[0]);
+  const rest = file.slice(at + marker.length).split(path.sep);
+  return file.slice(0, at + marker.length) + (rest[0].startsWith('@') ? path.join(rest[0], rest[1]) : rest[0]);
 }
 
 /**
@@ -51,6 +52,8 @@ export default {
   plugins: [thirdPartyLicenses()],
   output: {
     dir: 'dist/image',
+    // a chunk of an earlier build stays out of what the benchmarks and tests run
+    cleanDir: true,
     format: 'esm',
     minify: { mangle: { keepNames: true }, compress: { keepNames: { function: true, class: true } } },
   },
