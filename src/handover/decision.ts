@@ -345,6 +345,12 @@ function continueHandover(input: HandoverInput, state: HandoverState, primaries:
   if (fromGone) {
     // the step that replaced the pod went on as chosen (proceed), or the pod went away under us
     if (state.outcome === 'proceed') return { kind: 'write', state: undefined, log: 'primary pod replaced after a failed handover (proceed)' };
+    // an application demotes before it promotes: a pod deleted in between takes nothing with it, the role may
+    // still arrive until the call's deadline; the call's own answer died with the pod, so only the labels tell
+    const leftMs = state.calledAt === undefined ? 0 : settings.timeoutMs - elapsed(state.calledAt, now);
+    if (leftMs > 0) {
+      return { kind: 'wait', retryAfterMs: Math.min(leftMs, VERIFY_POLL_MS), reason: `${state.from} went away mid-handover; waiting for a Ready pod to take the primary role (${seconds(leftMs)} left)` };
+    }
     return {
       kind: 'write',
       state: undefined,

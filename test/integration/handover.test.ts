@@ -247,6 +247,22 @@ describe('primary handover (rollguard as a process, fake replicated application)
     expect(log).not.toContain(authorization.slice('Basic '.length));
   });
 
+  it('the primary pod deleted after the application demoted it and before it promoted another: the handover succeeds when the role arrives', async () => {
+    printProcessLogsOnFailure([fixture.rollguard]);
+    const { app } = await dbSet('gap', () => ({}), 0, { promoteDelayMs: 3_000 });
+    await core.patchNamespacedPod({ name: 'gap-0', namespace: fixture.ns, body: [{ op: 'add', path: '/metadata/annotations', value: { [HANDOVER_REQUEST_ANNOTATION]: 'requested' } }] });
+    const role = async (pod: string): Promise<string | undefined> => (await core.readNamespacedPod({ name: pod, namespace: fixture.ns })).metadata?.labels?.role;
+    await waitUntil('gap-0 demoted by the application', async () => (await role('gap-0')) === 'replica' || `${await role('gap-0')}`, { intervalMs: 100 });
+    // a person (or a node going away) deletes it now, while no pod holds the role
+    await core.deleteNamespacedPod({ name: 'gap-0', namespace: fixture.ns, gracePeriodSeconds: 0 });
+    await waitUntil('the handover ended in Events', async () => {
+      const told = (await reasons('gap', HANDOVER_REASONS)).filter((r) => r !== 'HandoverStarted');
+      return told.length >= 1 || 'not yet';
+    }, { timeoutMs: 40_000 });
+    expect(app.primary()).not.toBe('gap-0');
+    expect((await reasons('gap', HANDOVER_REASONS)).slice(0, 2)).toEqual(['HandoverStarted', 'HandoverSucceeded']);
+  });
+
   it('eviction guard: the primary is deferred with 429 until the role moved; a replica at once; rollguard unreachable: allowed', async () => {
     printProcessLogsOnFailure([fixture.rollguard]);
     // the app demotes evict-0 3 s before it promotes another pod, as Patroni's leader key moves: no pod is primary meanwhile

@@ -238,9 +238,19 @@ describe('decideHandover', () => {
     expect(decideHandover(input({ pods, state: { kind: 'state', state: state({ trigger: 'requested' }) } }))).toMatchObject({ clearRequest: 'db-0', result: 'succeeded' });
   });
 
-  it('ends the handover when the old primary pod was replaced under it', () => {
+  it('the old primary pod replaced under it: waits for the role until the deadline of the call, then ends the handover', () => {
     const pods = [pod(0, { uid: 'uid-0b' }), pod(1, { role: 'primary', ready: false }), pod(2)];
-    expect(decideHandover(input({ pods, state: { kind: 'state', state: state() } }))).toMatchObject({ kind: 'write', state: undefined, result: 'abandoned' });
+    const called = (msAgo: number) => state({ calledAt: new Date(NOW.getTime() - msAgo).toISOString() });
+    expect(decideHandover(input({ pods, state: { kind: 'state', state: called(1_000) } }))).toMatchObject({ kind: 'wait', reason: expect.stringContaining('db-0 went away mid-handover') });
+    // the role arrives: a Ready pod holds it
+    const arrived = [pod(0, { uid: 'uid-0b' }), pod(1, { role: 'primary' }), pod(2)];
+    expect(decideHandover(input({ pods: arrived, state: { kind: 'state', state: called(1_000) } }))).toMatchObject({ kind: 'write', state: undefined, result: 'succeeded' });
+    // the call failed with the pod (its endpoint went with it): the labels still decide
+    const failed: CallAnswer = { attempt: 1, fallback: false, failed: true, detail: 'POST failed: socket hang up' };
+    expect(decideHandover(input({ pods, state: { kind: 'state', state: called(1_000) }, answer: failed }))).toMatchObject({ kind: 'wait' });
+    for (const gone of [called(30_000), state({ calledAt: undefined })]) {
+      expect(decideHandover(input({ pods, state: { kind: 'state', state: gone } }))).toMatchObject({ kind: 'write', state: undefined, result: 'abandoned', event: { reason: 'HandoverFailed' } });
+    }
   });
 
   it('removes a state annotation it cannot read, with a Warning', () => {
