@@ -6,6 +6,10 @@
  * runs interleaved (A B C D A B C D) so drift hits all of them. The peers are one binary: `c-r raw`
  * answers with PatchResponseFromRaw (marshal the patched object, diff it with the one sent),
  * `c-r direct` writes its JSON Patch from the annotations that change, as rollguard does.
+ * Two more bare routes split rollguard's distance from the bare one into its parts: `bare+answer`
+ * sends rollguard's own answer to this review, computed once (what writing the patch costs), and
+ * `bare+handler` answers with rollguard's handler (what computing it costs); the rest, from
+ * `bare+handler` to `rollguard`, is the webhook server's configuration (its hooks, logger, schema).
  * Throughput (closed loop) and p50/p99/p99.9 at fixed rates (open loop), client-side and
  * server-side (a histogram with 5 µs buckets inside each server). First checks that rollguard's
  * and both peers' patches, applied, give the same objects. Prints figures, ratios, each round's
@@ -14,7 +18,7 @@
  *
  *   npm run bench -- admission [seconds per run]
  *   BENCH_ROUNDS (2), BENCH_RATES (500,1000,2000), BENCH_SERVER_NODE_OPTIONS, BENCH_MAX_REQUESTS_PER_CONNECTION,
- *   BENCH_SERVERS (rollguard,raw,direct,bare: a subset, e.g. rollguard,bare under a profiler)
+ *   BENCH_SERVERS (rollguard,raw,direct,bare,bare+answer,bare+handler: a subset, e.g. rollguard,bare under a profiler)
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -42,16 +46,30 @@ const CONCURRENCY = 16;
 const CLIENT_CPU = '0';
 const SERVER_CPU = '1';
 
-type ServerKind = 'rollguard' | 'raw' | 'direct' | 'bare';
-const ALL_SERVERS: readonly ServerKind[] = ['rollguard', 'raw', 'direct', 'bare'];
+type BareKind = 'bare' | 'bare+answer' | 'bare+handler';
+type ServerKind = 'rollguard' | 'raw' | 'direct' | BareKind;
+const ALL_SERVERS: readonly ServerKind[] = ['rollguard', 'raw', 'direct', 'bare', 'bare+answer', 'bare+handler'];
 const SERVERS: readonly ServerKind[] = process.env.BENCH_SERVERS
   ? ALL_SERVERS.filter((s) => process.env.BENCH_SERVERS!.split(',').includes(s))
   : ALL_SERVERS;
-const COLUMN: Record<ServerKind, string> = { rollguard: 'rollguard', raw: 'c-r raw', direct: 'c-r direct', bare: 'bare' };
+const COLUMN: Record<ServerKind, string> = { rollguard: 'rollguard', raw: 'c-r raw', direct: 'c-r direct', bare: 'bare', 'bare+answer': 'bare+answer', 'bare+handler': 'bare+handler' };
 /** the ratios printed: rollguard's figure over each other server's */
 const OTHERS = SERVERS.filter((s) => s !== 'rollguard');
 
-/** A Node server child: `--serve rollguard|bare <webhookPort> <adminPort> <certDir> <versionsFile>`. */
+/** What each bare route answers a review with: `allowed: true`; rollguard's answer to the bench's review, made once; rollguard's handler. */
+function bareAnswer(kind: string, versionsFile: string): (body: { request: { uid: string } }) => unknown {
+  const handler = createAdmissionHandler({ cachesSynced: () => true, lookup: staticLookup(versionsFile), metrics: createMetrics() });
+  if (kind === 'bare+handler') return (body) => (handler.handle(body) as { body: unknown }).body;
+  if (kind === 'bare+answer') {
+    const made = handler.handle(JSON.parse(review('3f1c2a40-0000-4000-8000-000000000001')));
+    if (made instanceof Promise || made.status !== 200) throw new Error('bench: rollguard did not answer the review at once with 200');
+    const answer = made.body as { response: Record<string, unknown> };
+    return (body) => ({ ...answer, response: { ...answer.response, uid: body.request.uid } });
+  }
+  return (body) => ({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: body.request.uid, allowed: true } });
+}
+
+/** A Node server child: `--serve rollguard|bare|bare+answer|bare+handler <webhookPort> <adminPort> <certDir> <versionsFile>`. */
 async function serveInChild(kind: string, webhookPort: number, adminPort: number, dir: string, versionsFile: string): Promise<void> {
   const pair = { certPem: fs.readFileSync(path.join(dir, 'tls.crt'), 'utf8'), keyPem: fs.readFileSync(path.join(dir, 'tls.key'), 'utf8') };
   await serveLatencyHistogram(adminPort);
@@ -69,11 +87,9 @@ async function serveInChild(kind: string, webhookPort: number, adminPort: number
     });
     await webhook.start(new AbortController().signal);
   } else {
+    const answer = bareAnswer(kind, versionsFile);
     const bare = Fastify({ https: { cert: pair.certPem, key: pair.keyPem }, bodyLimit: 8 * 1024 * 1024 });
-    bare.post('/mutate', async (req) => {
-      const uid = (req.body as { request: { uid: string } }).request.uid;
-      return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid, allowed: true } };
-    });
+    bare.post('/mutate', async (req) => answer(req.body as { request: { uid: string } }));
     await bare.listen({ host: '127.0.0.1', port: webhookPort });
   }
 }
@@ -226,14 +242,16 @@ function figures(run: Run): Figures {
 }
 
 function printTable(title: string, by: Partial<Record<ServerKind, Figures>>, rows: [string, (f: Figures) => number, number][]): void {
-  const col = (s: string, w = 12): string => s.padStart(w);
+  // each column as wide as its heading and a space, at least 12
+  const width = (heading: string): number => Math.max(12, heading.length + 1);
   const ratios = by.rollguard ? OTHERS : [];
+  const ratioHeading = (s: ServerKind): string => `rg/${COLUMN[s]}`;
   console.log(`\n${title}`);
-  console.log(`${''.padEnd(22)}${SERVERS.map((s) => col(COLUMN[s])).join('')}${ratios.map((s) => col(`rg/${s}`, 11)).join('')}`);
+  console.log(`${''.padEnd(22)}${SERVERS.map((s) => COLUMN[s].padStart(width(COLUMN[s]))).join('')}${ratios.map((s) => ratioHeading(s).padStart(width(ratioHeading(s)))).join('')}`);
   for (const [label, pick, digits] of rows) {
     const value = (s: ServerKind): number => pick(by[s]!);
-    const ratio = (s: ServerKind): string => col((value('rollguard') / value(s)).toFixed(2), 11);
-    console.log(`${label.padEnd(22)}${SERVERS.map((s) => col(value(s).toFixed(digits))).join('')}${ratios.map(ratio).join('')}`);
+    const ratio = (s: ServerKind): string => (value('rollguard') / value(s)).toFixed(2).padStart(width(ratioHeading(s)));
+    console.log(`${label.padEnd(22)}${SERVERS.map((s) => value(s).toFixed(digits).padStart(width(COLUMN[s]))).join('')}${ratios.map(ratio).join('')}`);
   }
   const counts = SERVERS.map((s) => `${COLUMN[s]} ${by[s]!.requests} requests, ${by[s]!.errors} errors${by[s]!.shed ? `, ${by[s]!.shed} shed` : ''}`).join('; ');
   console.log(`  (${counts})`);
@@ -296,7 +314,7 @@ async function main(): Promise<void> {
     console.log('\nmax throughput by round, reviews/s (ratios within the round)');
     for (let round = 0; round < ROUNDS; round++) {
       const inRound = (s: ServerKind): Figures => figures(runs[0]![s][round]!);
-      const ratios = servers.rollguard ? OTHERS.map((s) => `rg/${s} ${(inRound('rollguard').perSecond / inRound(s).perSecond).toFixed(2)}`).join(', ') : '';
+      const ratios = servers.rollguard ? OTHERS.map((s) => `rg/${COLUMN[s]} ${(inRound('rollguard').perSecond / inRound(s).perSecond).toFixed(2)}`).join(', ') : '';
       console.log(`  round ${round + 1}: ${SERVERS.map((s) => `${COLUMN[s]} ${inRound(s).perSecond.toFixed(0)} (${inRound(s).cpuPerReview.toFixed(0)} µs CPU each)`).join(', ')}${ratios ? `; ${ratios}` : ''}`);
     }
     if (servers.rollguard && servers.bare) {
@@ -310,6 +328,18 @@ async function main(): Promise<void> {
       for (const peer of (['raw', 'direct'] as const).filter((p) => servers[p])) {
         console.log(`  throughput rollguard / ${COLUMN[peer]}: ${(throughput.rollguard.perSecond / throughput[peer].perSecond).toFixed(2)} (target >= 1 for raw)`);
       }
+    }
+    const [answered, handled] = [servers['bare+answer'], servers['bare+handler']];
+    if (servers.rollguard && servers.bare && answered && handled) {
+      const cpu = (s: ServerKind): number => byLoad[0]![s].cpuPerReview;
+      const part = (label: string, from: ServerKind, to: ServerKind): string =>
+        `  ${label.padEnd(52)}${(cpu(to) - cpu(from)).toFixed(0).padStart(5)} µs  (${COLUMN[to]} − ${COLUMN[from]})`;
+      console.log(`
+rollguard's CPU per review beyond the bare route's (${(cpu('rollguard') - cpu('bare')).toFixed(0)} µs at max throughput), part by part`);
+      console.log(part("sending rollguard's answer instead of allowed: true", 'bare', 'bare+answer'));
+      console.log(part('computing it (the handler)', 'bare+answer', 'bare+handler'));
+      console.log(part("the webhook server's configuration", 'bare+handler', 'rollguard'));
+      console.log(`  a Fastify route that sends this answer at no cost: ${(byLoad[0]!['bare+answer'].perSecond / byLoad[0]!.bare.perSecond).toFixed(2)} of the bare route's throughput`);
     }
   } finally {
     for (const p of started.reverse()) await p.stop();
