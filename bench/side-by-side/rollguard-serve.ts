@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { deployedNodeOptions as dockerfileNodeOptions } from '../../test/env/deployed-node-options.js';
+import { dockerfileNodeOptions } from '../../test/env/dockerfile-node-options.js';
 import { freePort } from '../../test/env/ports.js';
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');

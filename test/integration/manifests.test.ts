@@ -35,7 +35,7 @@ import { handoverSettings } from '../../src/handover/settings.js';
 import { controlPlaneBinaries } from '../../src/dev/control-plane.js';
 import { printControlPlaneLogsOnFailure, testCluster } from '../env/cluster.js';
 import { goTool } from '../env/tools.js';
-import { deployedNodeOptions } from '../env/deployed-node-options.js';
+import { dockerfileNodeOptions } from '../env/dockerfile-node-options.js';
 
 // Renders every way of installing rollguard (kustomize base and overlays, the Helm chart
 // with several value sets, the examples) and has the real API server accept each object
@@ -558,7 +558,7 @@ describe('deploy manifests', () => {
     // the image ships no source maps (a minified bundle's map cost 35 MB at start-up): parsing none is the choice
     expect(seen.sourceMaps).toBe(false);
     expect(seen.newSpaceMiB).toBeLessThanOrEqual(32);
-    expect(deployedNodeOptions()).toBe(options);
+    expect(dockerfileNodeOptions()).toBe(options);
   });
 
   it.each(['kustomize base', 'helm defaults', 'helm release "rg", one replica, no leader election'])(
