@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeReplicatedApp } from '../../src/dev/fake-replicated-app.js';
+import { isReady } from '../../src/handover/decision.js';
 import { HANDOVER_REQUEST_ANNOTATION, HANDOVER_STATE_ANNOTATION } from '../../src/handover/state.js';
 import {
   HANDOVER_BODY_ANNOTATION,
@@ -299,7 +300,7 @@ describe('primary handover (rollguard as a process, fake replicated application)
       expect(retries).toBeGreaterThan(0);
       // allowed only once another Ready pod holds the role, not while none does
       const pods = (await core.listNamespacedPod({ namespace: fixture.ns, labelSelector: 'role=primary' })).items;
-      const holders = pods.filter((p) => p.metadata?.name !== 'evict-0' && p.metadata?.name?.startsWith('evict-') && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+      const holders = pods.filter((p) => p.metadata?.name !== 'evict-0' && p.metadata?.name?.startsWith('evict-') && isReady(p));
       expect(holders.map((p) => p.metadata?.name)).toHaveLength(1);
       expect(app.calls).toHaveLength(1);
       expect(app.primaryDeletions).toEqual([]);
