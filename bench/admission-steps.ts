@@ -4,6 +4,7 @@ import path from 'node:path';
 import { envelopeIssues, parseAdmissionReview } from '../src/admission/review.js';
 import { createMetrics } from '../src/metrics.js';
 import { createAdmissionHandler } from '../src/restarter/admission-handler.js';
+import { referencedObjects } from '../src/restarter/references.js';
 import { review } from './side-by-side/review.js';
 import { BENCH_VERSIONS, staticLookup, writeVersionsFile } from './side-by-side/static-versions.js';
 
@@ -40,11 +41,13 @@ try {
   const answers = parsed.map((p) => handler.handle(p));
   if (answers.some((a) => a instanceof Promise || a.status !== 200)) throw new Error('admission-steps: the handler did not answer every review at once with 200');
   const answer = (i: number) => (answers[i % BODIES] as { body: unknown }).body;
+  const templates = parsed.map((p) => (p as { request: { object: { spec: { template: unknown } } } }).request.object.spec.template);
 
   const steps: [string, (i: number) => unknown][] = [
     ['JSON.parse of the review (the reference)', (i) => JSON.parse(bodies[i % BODIES]!)],
     ['envelope check (the route schema)', (i) => envelopeIssues(parsed[i % BODIES])],
     ['parseAdmissionReview (with the depth walk)', (i) => parseAdmissionReview(parsed[i % BODIES])],
+    ['reference walk (referencedObjects; within the handler)', (i) => referencedObjects(templates[i % BODIES])],
     ['whole handler (parse check, references, patch, metrics)', (i) => handler.handle(parsed[i % BODIES])],
     ['JSON.stringify of the answer', (i) => JSON.stringify(answer(i))],
   ];
@@ -53,7 +56,7 @@ try {
   console.log(`review body: ${(Buffer.byteLength(bodies[0]!) / 1024).toFixed(1)} KB; answer ${(Buffer.byteLength(JSON.stringify(answer(0))) / 1024).toFixed(1)} KB; best of ${ROUNDS} batches of ${BATCH}`);
   console.log(`${'step'.padEnd(58)}${'µs/review'.padStart(10)}${'/ parse'.padStart(9)}`);
   for (const [name, micros] of figures) console.log(`${name.padEnd(58)}${micros.toFixed(2).padStart(10)}${(micros / reference).toFixed(2).padStart(9)}`);
-  const added = figures[1]![1] + figures[3]![1] + figures[4]![1];
+  const added = figures[1]![1] + figures[4]![1] + figures[5]![1];
   console.log(`rollguard's own work per review (envelope + handler + answer): ${added.toFixed(1)} µs, ${(added / reference).toFixed(2)} × the parse`);
 } finally {
   fs.rmSync(dir, { recursive: true, force: true });
