@@ -119,6 +119,30 @@ function cpuSecondsOf(pid: number): number {
 /** USER_HZ: 100 on Linux on every architecture Node runs on */
 const CLOCK_TICKS_PER_SECOND = 100;
 
+const QUIET_WINDOW_MS = 300;
+const QUIET_DEADLINE_MS = 15_000;
+
+/**
+ * Waits until no server process used more than one clock tick of CPU over QUIET_WINDOW_MS. A
+ * process that was just under load goes on working for a while after it (V8 collects its heap
+ * once the load stops; the Go runtime returns memory), on the core the next run's server is
+ * pinned to: without this wait the run after it got that work's delay in its tail latency.
+ * Returns the ms waited; at QUIET_DEADLINE_MS it gives up and says so.
+ */
+async function quiet(servers: readonly BenchProcess[]): Promise<number> {
+  const started = Date.now();
+  const total = (): number => servers.reduce((sum, s) => sum + cpuSecondsOf(s.child.pid!), 0);
+  for (;;) {
+    const before = total();
+    await new Promise((resolve) => setTimeout(resolve, QUIET_WINDOW_MS));
+    if ((total() - before) * CLOCK_TICKS_PER_SECOND <= 1) return Date.now() - started;
+    if (Date.now() - started > QUIET_DEADLINE_MS) {
+      console.log(`  (the servers did not go quiet within ${QUIET_DEADLINE_MS / 1000} s; measuring anyway)`);
+      return Date.now() - started;
+    }
+  }
+}
+
 function post(agent: https.Agent, port: number, body: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const started = process.hrtime.bigint();
@@ -304,7 +328,10 @@ async function main(): Promise<void> {
     const runs = loads.map(() => Object.fromEntries(SERVERS.map((s) => [s, [] as Run[]])) as Record<ServerKind, Run[]>);
     for (let round = 0; round < ROUNDS; round++) {
       for (const [i, load] of loads.entries()) {
-        for (const kind of SERVERS) runs[i]![kind].push(await load.run(servers[kind]));
+        for (const kind of SERVERS) {
+          await quiet(started);
+          runs[i]![kind].push(await load.run(servers[kind]));
+        }
       }
     }
     const byLoad = loads.map((_, i) => Object.fromEntries(SERVERS.map((s) => [s, figures(merged(runs[i]![s]))])) as Record<ServerKind, Figures>);
