@@ -53,20 +53,20 @@ const SERVERS: readonly ServerKind[] = process.env.BENCH_SERVERS
   ? ALL_SERVERS.filter((s) => process.env.BENCH_SERVERS!.split(',').includes(s))
   : ALL_SERVERS;
 const COLUMN: Record<ServerKind, string> = { rollguard: 'rollguard', raw: 'c-r raw', direct: 'c-r direct', bare: 'bare', 'bare+answer': 'bare+answer', 'bare+handler': 'bare+handler' };
+/** the uid of the one review every run sends */
+const REVIEW_UID = '3f1c2a40-0000-4000-8000-000000000001';
 /** the ratios printed: rollguard's figure over each other server's */
 const OTHERS = SERVERS.filter((s) => s !== 'rollguard');
 
 /** What each bare route answers a review with: `allowed: true`; rollguard's answer to the bench's review, made once; rollguard's handler. */
 function bareAnswer(kind: string, versionsFile: string): (body: { request: { uid: string } }) => unknown {
+  if (kind === 'bare') return (body) => ({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: body.request.uid, allowed: true } });
   const handler = createAdmissionHandler({ cachesSynced: () => true, lookup: staticLookup(versionsFile), metrics: createMetrics() });
   if (kind === 'bare+handler') return (body) => (handler.handle(body) as { body: unknown }).body;
-  if (kind === 'bare+answer') {
-    const made = handler.handle(JSON.parse(review('3f1c2a40-0000-4000-8000-000000000001')));
-    if (made instanceof Promise || made.status !== 200) throw new Error('bench: rollguard did not answer the review at once with 200');
-    const answer = made.body as { response: Record<string, unknown> };
-    return (body) => ({ ...answer, response: { ...answer.response, uid: body.request.uid } });
-  }
-  return (body) => ({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: body.request.uid, allowed: true } });
+  const made = handler.handle(JSON.parse(review(REVIEW_UID)));
+  if (made instanceof Promise || made.status !== 200) throw new Error('bench: rollguard did not answer the review at once with 200');
+  const answer = made.body as { response: Record<string, unknown> };
+  return (body) => ({ ...answer, response: { ...answer.response, uid: body.request.uid } });
 }
 
 /** A Node server child: `--serve rollguard|bare|bare+answer|bare+handler <webhookPort> <adminPort> <certDir> <versionsFile>`. */
@@ -124,21 +124,20 @@ const QUIET_DEADLINE_MS = 15_000;
 
 /**
  * Waits until no server process used more than one clock tick of CPU over QUIET_WINDOW_MS. A
- * process that was just under load goes on working for a while after it (V8 collects its heap
- * once the load stops; the Go runtime returns memory), on the core the next run's server is
- * pinned to: without this wait the run after it got that work's delay in its tail latency.
- * Returns the ms waited; at QUIET_DEADLINE_MS it gives up and says so.
+ * process that was just under load goes on working for a while after it (most likely its
+ * garbage collector), on the core the next run's server is pinned to: without this wait the
+ * run after it got that work's delay in its tail latency. At QUIET_DEADLINE_MS it gives up and says so.
  */
-async function quiet(servers: readonly BenchProcess[]): Promise<number> {
-  const started = Date.now();
+async function quiet(servers: readonly BenchProcess[]): Promise<void> {
+  const deadline = Date.now() + QUIET_DEADLINE_MS;
   const total = (): number => servers.reduce((sum, s) => sum + cpuSecondsOf(s.child.pid!), 0);
   for (;;) {
     const before = total();
     await new Promise((resolve) => setTimeout(resolve, QUIET_WINDOW_MS));
-    if ((total() - before) * CLOCK_TICKS_PER_SECOND <= 1) return Date.now() - started;
-    if (Date.now() - started > QUIET_DEADLINE_MS) {
+    if ((total() - before) * CLOCK_TICKS_PER_SECOND <= 1) return;
+    if (Date.now() > deadline) {
       console.log(`  (the servers did not go quiet within ${QUIET_DEADLINE_MS / 1000} s; measuring anyway)`);
-      return Date.now() - started;
+      return;
     }
   }
 }
@@ -317,7 +316,7 @@ async function main(): Promise<void> {
       }
     }
 
-    const body = review('3f1c2a40-0000-4000-8000-000000000001');
+    const body = review(REVIEW_UID);
     console.log(`review body: ${(Buffer.byteLength(body) / 1024).toFixed(1)} KB; ${SECONDS} s per run, ${ROUNDS} rounds interleaved; servers pinned to cpu ${SERVER_CPU}, client to cpu ${CLIENT_CPU}`);
     for (const kind of SERVERS) await closedLoop(servers[kind], body, 2); // warm-up: JIT and TLS sessions
 
