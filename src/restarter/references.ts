@@ -53,7 +53,7 @@ function itemKeys(source: unknown): string[] | undefined {
 /** A read through a volume (plain or projected) of `source`, a volume source whose name is checked. */
 function volumeRead(via: 'volume' | 'projected volume', source: unknown, volumeName: unknown): Read {
   const read: Read = { via, keys: itemKeys(source) };
-  if (asObject(source)?.optional === true) read.optional = true;
+  if (isOptional(source)) read.optional = true;
   if (typeof volumeName === 'string') read.volume = volumeName;
   return read;
 }
