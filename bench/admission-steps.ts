@@ -43,21 +43,24 @@ try {
   const answer = (i: number) => (answers[i % BODIES] as { body: unknown }).body;
   const templates = parsed.map((p) => (p as { request: { object: { spec: { template: unknown } } } }).request.object.spec.template);
 
-  const steps: [string, (i: number) => unknown][] = [
-    ['JSON.parse of the review (the reference)', (i) => JSON.parse(bodies[i % BODIES]!)],
-    ['envelope check (the route schema)', (i) => envelopeIssues(parsed[i % BODIES])],
-    ['parseAdmissionReview (with the depth walk)', (i) => parseAdmissionReview(parsed[i % BODIES])],
-    ['reference walk (referencedObjects; within the handler)', (i) => referencedObjects(templates[i % BODIES])],
-    ['whole handler (parse check, references, patch, metrics)', (i) => handler.handle(parsed[i % BODIES])],
-    ['JSON.stringify of the answer', (i) => JSON.stringify(answer(i))],
-  ];
-  const figures = steps.map(([name, step]) => [name, bestMicrosPerCall(step)] as const);
-  const reference = figures[0]![1];
+  const steps = {
+    parse: ['JSON.parse of the review (the reference)', (i) => JSON.parse(bodies[i % BODIES]!)],
+    envelope: ['envelope check (the route schema)', (i) => envelopeIssues(parsed[i % BODIES])],
+    review: ['parseAdmissionReview (with the depth walk)', (i) => parseAdmissionReview(parsed[i % BODIES])],
+    references: ['reference walk (referencedObjects; within the handler)', (i) => referencedObjects(templates[i % BODIES])],
+    handler: ['whole handler (parse check, references, patch, metrics)', (i) => handler.handle(parsed[i % BODIES])],
+    answer: ['JSON.stringify of the answer', (i) => JSON.stringify(answer(i))],
+  } satisfies Record<string, [string, (i: number) => unknown]>;
+  const micros = {} as Record<keyof typeof steps, number>;
+  for (const [id, [, step]] of Object.entries(steps)) micros[id as keyof typeof steps] = bestMicrosPerCall(step);
   console.log(`review body: ${(Buffer.byteLength(bodies[0]!) / 1024).toFixed(1)} KB; answer ${(Buffer.byteLength(JSON.stringify(answer(0))) / 1024).toFixed(1)} KB; best of ${ROUNDS} batches of ${BATCH}`);
   console.log(`${'step'.padEnd(58)}${'µs/review'.padStart(10)}${'/ parse'.padStart(9)}`);
-  for (const [name, micros] of figures) console.log(`${name.padEnd(58)}${micros.toFixed(2).padStart(10)}${(micros / reference).toFixed(2).padStart(9)}`);
-  const added = figures[1]![1] + figures[4]![1] + figures[5]![1];
-  console.log(`rollguard's own work per review (envelope + handler + answer): ${added.toFixed(1)} µs, ${(added / reference).toFixed(2)} × the parse`);
+  for (const [id, [name]] of Object.entries(steps)) {
+    const figure = micros[id as keyof typeof steps];
+    console.log(`${name.padEnd(58)}${figure.toFixed(2).padStart(10)}${(figure / micros.parse).toFixed(2).padStart(9)}`);
+  }
+  const added = micros.envelope + micros.handler + micros.answer;
+  console.log(`rollguard's own work per review (envelope + handler + answer): ${added.toFixed(1)} µs, ${(added / micros.parse).toFixed(2)} × the parse`);
 } finally {
   fs.rmSync(dir, { recursive: true, force: true });
 }
