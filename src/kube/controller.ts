@@ -250,7 +250,7 @@ export class Controller implements Runnable {
         term.queue.forget(key);
         if (result.requeueAfterMs !== undefined) term.queue.addAfter(key, result.requeueAfterMs);
         if (this.sizing && result.pacedMs !== undefined) {
-          this.sizing.observe(performance.now() - started - result.pacedMs);
+          this.sizing.observe(performance.now() - started - result.pacedMs, result.pacedMs);
           addWorkers();
         }
       } catch (err) {
