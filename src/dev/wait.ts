@@ -1,13 +1,15 @@
 /**
  * Polls `probe` until it returns a value other than undefined, or the deadline passes.
  * On timeout the error says what the probe last saw, so a failure (a test, `rollguard dev`) explains itself.
+ * The deadline is on the monotonic clock: a step of the wall clock (a VM resumed, NTP) neither ends
+ * the wait at once nor stretches it.
  */
 export async function waitFor<T>(
   what: string,
   probe: () => Promise<T | undefined> | T | undefined,
   { timeoutMs = 30_000, intervalMs = 100 }: { timeoutMs?: number; intervalMs?: number } = {},
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   let last: unknown;
   for (;;) {
     try {
@@ -17,7 +19,7 @@ export async function waitFor<T>(
     } catch (err) {
       last = err instanceof Error ? err.message : err;
     }
-    if (Date.now() >= deadline) {
+    if (performance.now() >= deadline) {
       throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last saw: ${describe(last)}`);
     }
     await new Promise((r) => setTimeout(r, intervalMs));

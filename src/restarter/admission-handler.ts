@@ -167,13 +167,14 @@ function decision(opts: AdmissionHandlerOptions): (body: unknown) => HandlerResu
 
 /** Resolves true once the caches know every missed object, false when `waitMs` passed first. */
 function waitForReferences(lookup: VersionLookup, misses: readonly Miss[], waitMs: number): Promise<boolean> {
-  const deadline = Date.now() + waitMs;
+  // monotonic: a step of the wall clock must not end the wait early (the write would go out `absent`)
+  const deadline = performance.now() + waitMs;
   const known = (): boolean => misses.every((m) => lookup(m.kind, m.namespace, m.name) !== undefined);
   return new Promise((resolve) => {
     const poll = (): void => {
       if (known()) resolve(true);
-      else if (Date.now() >= deadline) resolve(false);
-      else setTimeout(poll, Math.min(REFERENCE_POLL_MS, Math.max(1, deadline - Date.now())));
+      else if (performance.now() >= deadline) resolve(false);
+      else setTimeout(poll, Math.min(REFERENCE_POLL_MS, Math.max(1, deadline - performance.now())));
     };
     setTimeout(poll, Math.min(REFERENCE_POLL_MS, waitMs));
   });

@@ -173,7 +173,8 @@ class SelfManagedSource implements CertificateSource {
   }
 
   async start(signal: AbortSignal): Promise<void> {
-    const deadline = Date.now() + STARTUP_TIMEOUT_MS;
+    // monotonic, as the timer that ends the wait for the first certificate is
+    const deadline = performance.now() + STARTUP_TIMEOUT_MS;
     await this.watcher.start(signal);
     this.parts = [this.watcher];
     await this.watcher.synced(STARTUP_TIMEOUT_MS);
@@ -183,7 +184,7 @@ class SelfManagedSource implements CertificateSource {
         await this.rotator.reconcile();
         break;
       } catch (err) {
-        if (Date.now() >= deadline || signal.aborted) {
+        if (performance.now() >= deadline || signal.aborted) {
           throw new Error(`preparing the certificates in ${this.store.describe()} failed: ${err instanceof Error ? err.message : String(err)}`, {
             cause: err,
           });
@@ -219,7 +220,7 @@ class SelfManagedSource implements CertificateSource {
       const onAbort = (): void => settle(new Error(`stopped while waiting for a certificate from ${this.store.describe()}`));
       const timer = setTimeout(
         () => settle(new Error(`no valid certificate arrived through the watch of ${this.store.describe()} before the startup deadline`)),
-        Math.max(0, deadline - Date.now()),
+        Math.max(0, deadline - performance.now()),
       );
       const unsubscribe = this.watcher.onChange(() => settle());
       signal.addEventListener('abort', onAbort, { once: true });

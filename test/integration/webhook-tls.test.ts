@@ -234,9 +234,9 @@ describe('webhook over self-managed TLS, called by the real API server', () => {
     const names = Array.from({ length: WORKERS }, (_, w) => `load-${w}`);
     for (const name of names) await apps.createNamespacedStatefulSet({ namespace, body: statefulSet(name, { replicas: 0, labels: ENABLED }) });
     const reviewsBefore = run.reviews();
-    const deadline = Date.now() + LOAD_MS;
+    const deadline = performance.now() + LOAD_MS;
     const worker = async (name: string): Promise<void> => {
-      for (let i = 0; Date.now() < deadline; i++) {
+      for (let i = 0; performance.now() < deadline; i++) {
         served.add(run.source.current()!.certPem);
         try {
           await apps.patchNamespacedStatefulSet({

@@ -95,6 +95,20 @@ describe('--reference-wait: a review waits for the caches to bring what they do 
     );
   });
 
+  // The VM resumed or NTP stepped the clock: a wait timed on the wall clock ended at once and
+  // the write went out with the object `absent`, one rollout to come for nothing.
+  it('is not cut short by a step of the wall clock: the wait is timed on the monotonic clock', async () => {
+    const started = performance.now();
+    const lookup = cacheAt(new Map([['late', 300]]), () => performance.now() - started);
+    const handler = createAdmissionHandler({ cachesSynced: () => true, lookup, referenceWaitMs: WAIT_MS, metrics: createMetrics() });
+    const answered = handler.handle(createReview(['late']));
+    vi.setSystemTime(Date.now() + 60_000);
+    await vi.advanceTimersByTimeAsync(WAIT_MS + 50);
+    const patch = Buffer.from(patchOf(await answered)!, 'base64').toString();
+    expect(patch).toContain(`${versionOf('late').uid}/${versionOf('late').resourceVersion}`);
+    expect(patch).not.toContain('"absent"');
+  });
+
   it('counts a wait by its result', async () => {
     const metrics = createMetrics();
     const arrivals = new Map<string, Arrival>([['late', 300], ['never', undefined]]);
