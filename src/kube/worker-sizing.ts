@@ -15,6 +15,7 @@ export interface WorkerSizingOptions {
   ceiling: number;
   /** The pace the workers serve (writes per second); not finite: no pace to keep, the floor. */
   ratePerSecond: number;
+  /** ms on a monotonic clock; omitted: performance.now */
   now?: () => number;
 }
 
@@ -44,7 +45,8 @@ export class WorkerSizing {
     if (!Number.isInteger(opts.floor) || opts.floor < 1) throw new Error(`worker floor must be a positive integer, got ${opts.floor}`);
     if (!Number.isInteger(opts.ceiling) || opts.ceiling < opts.floor) throw new Error(`worker ceiling must be an integer of at least the floor (${opts.floor}), got ${opts.ceiling}`);
     if (!(opts.ratePerSecond > 0)) throw new Error(`rate must be above 0 per second, got ${opts.ratePerSecond}`);
-    this.now = opts.now ?? Date.now;
+    // monotonic, as the other deadlines: a step of the wall clock neither stalls growth nor skips the push-back's spells
+    this.now = opts.now ?? (() => performance.now());
     this.cap = opts.ceiling;
     this.sized = opts.floor;
   }
